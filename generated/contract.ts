@@ -1,0 +1,115 @@
+// Generated from openapi.yaml by `npm run generate`. Do not edit.
+
+/** Every operation of the contract, by operationId. */
+export const operations = {
+  "getHealth": {
+    "method": "GET",
+    "path": "/api/health",
+    "tag": "health",
+    "secured": false,
+    "bodyRequired": false
+  },
+  "listUsers": {
+    "method": "GET",
+    "path": "/api/auth/users",
+    "tag": "users",
+    "secured": true,
+    "bodyRequired": false
+  },
+  "createUser": {
+    "method": "POST",
+    "path": "/api/auth/users",
+    "tag": "auth",
+    "secured": false,
+    "bodyRequired": true
+  },
+  "createSession": {
+    "method": "POST",
+    "path": "/api/auth/sessions",
+    "tag": "auth",
+    "secured": false,
+    "bodyRequired": true
+  },
+  "sendVerificationEmail": {
+    "method": "POST",
+    "path": "/api/auth/email/send-verification",
+    "tag": "auth",
+    "secured": false,
+    "bodyRequired": true
+  },
+  "verifyEmail": {
+    "method": "POST",
+    "path": "/api/auth/email/verify",
+    "tag": "auth",
+    "secured": false,
+    "bodyRequired": true
+  },
+  "refreshSession": {
+    "method": "POST",
+    "path": "/api/auth/refresh",
+    "tag": "auth",
+    "secured": false,
+    "bodyRequired": false
+  },
+  "logout": {
+    "method": "POST",
+    "path": "/api/auth/logout",
+    "tag": "auth",
+    "secured": false,
+    "bodyRequired": false
+  },
+  "getCurrentSession": {
+    "method": "GET",
+    "path": "/api/auth/sessions/current",
+    "tag": "auth",
+    "secured": true,
+    "bodyRequired": false
+  },
+  "createEmbeddings": {
+    "method": "POST",
+    "path": "/api/ai/embeddings",
+    "tag": "embeddings",
+    "secured": true,
+    "bodyRequired": true
+  },
+  "getRealtimePermissions": {
+    "method": "GET",
+    "path": "/api/realtime/permissions",
+    "tag": "realtime",
+    "secured": true,
+    "bodyRequired": false
+  }
+} as const;
+
+export type OperationId = keyof typeof operations;
+
+export const operationIds = Object.keys(operations) as OperationId[];
+
+/** The stable error codes of the Error schema (components.schemas.ErrorCode). */
+export const errorCodes = [
+  "INVALID_INPUT",
+  "INVALID_OTP",
+  "INVALID_CREDENTIALS",
+  "EMAIL_NOT_VERIFIED",
+  "USER_ALREADY_EXISTS",
+  "UNAUTHORIZED",
+  "TOKEN_EXPIRED",
+  "FORBIDDEN",
+  "CSRF_INVALID",
+  "REFRESH_TOKEN_INVALID",
+  "REFRESH_TOKEN_REUSED",
+  "NOT_FOUND",
+  "METHOD_NOT_ALLOWED",
+  "PAYLOAD_TOO_LARGE",
+  "UNSUPPORTED_MEDIA_TYPE",
+  "RATE_LIMITED",
+  "MODEL_NOT_ALLOWED",
+  "PROVIDER_AUTH_FAILED",
+  "PROVIDER_UNAVAILABLE",
+  "PROVIDER_TIMEOUT",
+  "INTERNAL_ERROR",
+  "NOT_IMPLEMENTED",
+  "SERVICE_UNAVAILABLE"
+] as const;
+
+export type ErrorCode = (typeof errorCodes)[number];

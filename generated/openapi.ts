@@ -1,0 +1,1555 @@
+// Generated from openapi.yaml by `npm run generate`. Do not edit.
+export interface paths {
+    "/api/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Check service health
+         * @description Reports whether the service is running and its database answers a
+         *     trivial query. Needs no authentication; suitable for load balancers and
+         *     container health checks. When the database does not answer, the
+         *     service responds `503 SERVICE_UNAVAILABLE`.
+         */
+        get: operations["getHealth"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List users
+         * @description Returns one page of user accounts. **Administrators only**: any other
+         *     authenticated caller receives `403 FORBIDDEN`.
+         *
+         *     - Records are sorted by `createdAt`, newest first; records created at
+         *       the same instant are ordered by `id`, so paging is stable.
+         *     - `limit` is at most 1000; a larger value is rejected with
+         *       `400 INVALID_INPUT`. `limit=0` returns no records but still reports
+         *       the total.
+         *     - An `offset` past the end returns an empty `data` array.
+         *     - `pagination.total` is the exact number of records that match the
+         *       search, independent of `offset` and `limit`.
+         */
+        get: operations["listUsers"];
+        put?: never;
+        /**
+         * Sign up
+         * @description Creates an account with an email address and a password.
+         *
+         *     - **When email verification is required** (the usual configuration),
+         *       the service sends a verification email with a 6-digit code and a
+         *       magic link, and answers `202` with `requireEmailVerification: true`.
+         *       No session is created yet; the client continues with
+         *       `POST /api/auth/email/verify`. The answer is the same when the
+         *       address already belongs to an account, so the operation cannot be
+         *       used to find out which addresses are registered.
+         *     - **When email verification is not required**, the account is created
+         *       and signed in at once: the answer is `201` with a `SessionResult`
+         *       (see `client_type` for where the refresh token goes). An address that
+         *       is already registered gets `409 USER_ALREADY_EXISTS`.
+         *
+         *     Email addresses are compared case-insensitively. The optional `name`
+         *     becomes `profile.name`.
+         */
+        post: operations["createUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign in
+         * @description Signs in with an email address and a password and creates a session.
+         *
+         *     - A wrong password and an unknown address get the same answer,
+         *       `401 INVALID_CREDENTIALS`.
+         *     - When the password is right but the address has not been verified
+         *       yet, the answer is `403 EMAIL_NOT_VERIFIED`; the client can ask for a
+         *       new email with `POST /api/auth/email/send-verification`.
+         *
+         *     See `client_type` for where the refresh token goes.
+         */
+        post: operations["createSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/email/send-verification": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a verification email
+         * @description Sends a fresh verification email (a 6-digit code and a magic link) to
+         *     an account whose address is not verified yet. Codes and links sent
+         *     earlier stop working.
+         *
+         *     The answer is always `202` with the same message, whether the address
+         *     is unknown, already verified, or waiting for verification, so the
+         *     operation reveals nothing about which addresses are registered.
+         *     Requests are rate-limited per client and per address.
+         */
+        post: operations["sendVerificationEmail"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/email/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify an email address
+         * @description Verifies an email address with the 6-digit code or the magic-link
+         *     token from the verification email, marks the address verified, and
+         *     creates a session. No `Authorization` header is needed.
+         *
+         *     Rules:
+         *
+         *     1. When `client_type` is `web` (the default), the refresh token is set
+         *        in the HttpOnly cookie `refresh_token`, `csrfToken` is returned in the
+         *        body and `refreshToken` is `null`.
+         *     2. When `client_type` is `mobile` or `desktop`, `refreshToken` is
+         *        returned in the body and `csrfToken` is `null`; no cookie is set.
+         *     3. `redirectTo` appears only when the service is configured with a
+         *        redirect URL.
+         *     4. A 6-digit code is verified together with `email`; a 64-character hex
+         *        magic-link token is verified on its own, without `email`. A code sent
+         *        without `email`, or a link token sent with `email`, is rejected with
+         *        `400 INVALID_INPUT`.
+         *
+         *     A wrong, expired, already used or unknown code or token, and a code
+         *     paired with an unknown address, all receive the same answer,
+         *     `400 INVALID_OTP`. Each code and token can be used once; a code stops
+         *     working after repeated failed attempts, after which the client asks
+         *     for a new email.
+         */
+        post: operations["verifyEmail"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/refresh": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Refresh the session
+         * @description Exchanges a refresh token for a new access token and a new refresh
+         *     token. The presented refresh token is retired.
+         *
+         *     - **Web** (`client_type=web`, the default): the refresh token comes
+         *       from the `refresh_token` cookie, and the `X-CSRF-Token` header must
+         *       carry the `csrfToken` of the session. No body is needed. A missing
+         *       or mismatching header is answered with `403 CSRF_INVALID`. The new
+         *       refresh token is set in the cookie.
+         *     - **Mobile and desktop**: the refresh token is sent in the body as
+         *       `refreshToken`, and the new one comes back in the body. No cookie
+         *       and no CSRF header are involved.
+         *
+         *     A missing, unknown, expired or revoked refresh token gets
+         *     `401 REFRESH_TOKEN_INVALID`. A refresh token that was already
+         *     exchanged gets `401 REFRESH_TOKEN_REUSED`, and the whole session is
+         *     revoked: every token of that session stops working, and the user has
+         *     to sign in again.
+         */
+        post: operations["refreshSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/logout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Log out
+         * @description Revokes the session that the refresh token belongs to, on the server.
+         *     The refresh token is presented the same way as for
+         *     `POST /api/auth/refresh`: web clients send the cookie and the
+         *     `X-CSRF-Token` header; mobile and desktop clients send `refreshToken`
+         *     in the body. For web clients the answer clears the cookie.
+         *
+         *     Access tokens that were already issued stay valid until they expire
+         *     (at most 15 minutes); clients should discard them.
+         */
+        post: operations["logout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/sessions/current": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the current session
+         * @description Returns the user that the access token belongs to, read fresh from
+         *     the database. An expired access token gets `401 TOKEN_EXPIRED`; the
+         *     client refreshes the session and retries.
+         */
+        get: operations["getCurrentSession"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/ai/embeddings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Generate embeddings
+         * @description Computes vector embeddings for one text or a batch of texts with the
+         *     chosen embedding model. `data[i].index` is the position of the input
+         *     the vector belongs to.
+         *
+         *     - `model` must be one of the models the service allows; any other
+         *       value is rejected with `400 MODEL_NOT_ALLOWED`.
+         *     - Each input is at most 8192 tokens, and a request is at most 300,000
+         *       tokens in all (counted with the tokenizer of the model family, not
+         *       estimated from characters); longer input is rejected with
+         *       `400 INVALID_INPUT` before anything is sent upstream.
+         *     - `encoding_format` chooses between arrays of numbers (`float`, the
+         *       default) and base64 strings of little-endian float32 values
+         *       (`base64`).
+         *     - `dimensions` shortens the vectors; only some models support it.
+         *       Asking for it with another model, or asking for 0, is rejected with
+         *       `400 INVALID_INPUT`.
+         *
+         *     Upstream failures are mapped to `502 PROVIDER_UNAVAILABLE` (the
+         *     provider failed or could not be reached), `502 PROVIDER_AUTH_FAILED`
+         *     (the provider rejected the service's credentials), and
+         *     `504 PROVIDER_TIMEOUT`. `503 SERVICE_UNAVAILABLE` means embeddings are
+         *     not configured on this deployment or are temporarily unavailable.
+         */
+        post: operations["createEmbeddings"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/realtime/permissions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get realtime permissions
+         * @description Returns the row-level-security policies that govern the realtime
+         *     facility, read from the database catalogue (`pg_policies`):
+         *
+         *     - `subscribe`: the policies on the `realtime.channels` table, which
+         *       decide who may subscribe to which channels;
+         *     - `publish`: the policies on the `realtime.messages` table, which
+         *       decide who may publish messages.
+         *
+         *     Any signed-in user may read them. The list reflects the policies in
+         *     force, including any an operator added after installation.
+         */
+        get: operations["getRealtimePermissions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
+export type webhooks = Record<string, never>;
+export interface components {
+    schemas: {
+        /**
+         * @description Stable, machine-readable error codes. Clients branch on these, never
+         *     on `message`.
+         *
+         *     | Code | Status | Meaning |
+         *     |---|---|---|
+         *     | `INVALID_INPUT` | 400 | The request does not match the contract: a missing, malformed or unknown field, or a parameter out of range. |
+         *     | `INVALID_OTP` | 400 | The verification code or magic-link token is wrong, expired, already used or unknown. |
+         *     | `INVALID_CREDENTIALS` | 401 | Sign-in failed: the email address or the password is wrong (the two are not told apart). |
+         *     | `EMAIL_NOT_VERIFIED` | 403 | Sign-in with the right password, but the email address is not verified yet. |
+         *     | `USER_ALREADY_EXISTS` | 409 | Sign-up without verification for an address that already has an account. |
+         *     | `UNAUTHORIZED` | 401 | The access token is missing, malformed or invalid. |
+         *     | `TOKEN_EXPIRED` | 401 | The access token has expired; refresh the session and retry. |
+         *     | `FORBIDDEN` | 403 | The caller is authenticated but lacks the role the operation needs. |
+         *     | `CSRF_INVALID` | 403 | A web client's `X-CSRF-Token` header is missing or does not match the session. |
+         *     | `REFRESH_TOKEN_INVALID` | 401 | The refresh token is missing, unknown, expired or revoked. |
+         *     | `REFRESH_TOKEN_REUSED` | 401 | An already exchanged refresh token was presented again; the whole session has been revoked. |
+         *     | `NOT_FOUND` | 404 | No route or resource matches the request. |
+         *     | `METHOD_NOT_ALLOWED` | 405 | The path exists but does not accept this HTTP method. |
+         *     | `PAYLOAD_TOO_LARGE` | 413 | The request body exceeds the size limit. |
+         *     | `UNSUPPORTED_MEDIA_TYPE` | 415 | The request body is not `application/json`. |
+         *     | `RATE_LIMITED` | 429 | Too many requests; wait for the seconds given in `Retry-After`. |
+         *     | `MODEL_NOT_ALLOWED` | 400 | The requested embedding model is not on the service's allow-list. |
+         *     | `PROVIDER_AUTH_FAILED` | 502 | The upstream provider rejected the service's credentials. |
+         *     | `PROVIDER_UNAVAILABLE` | 502 | The upstream provider failed or could not be reached. |
+         *     | `PROVIDER_TIMEOUT` | 504 | The upstream provider did not answer in time. |
+         *     | `INTERNAL_ERROR` | 500 | An unexpected failure; no details are revealed. |
+         *     | `NOT_IMPLEMENTED` | 501 | The operation is in the contract but not available yet. |
+         *     | `SERVICE_UNAVAILABLE` | 503 | A dependency (the database, or the embeddings configuration) is not available. |
+         * @enum {string}
+         */
+        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "UNAUTHORIZED" | "TOKEN_EXPIRED" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "NOT_IMPLEMENTED" | "SERVICE_UNAVAILABLE";
+        /**
+         * @description The body of every error response.
+         * @example {
+         *       "error": "INVALID_INPUT",
+         *       "message": "body.email must match format \"email\"",
+         *       "statusCode": 400
+         *     }
+         */
+        Error: {
+            error: components["schemas"]["ErrorCode"];
+            /** @description A human-readable explanation in English. Its wording may change; do not parse it. */
+            message: string;
+            /** @description The HTTP status code of the response, repeated. */
+            statusCode: number;
+        };
+        Health: {
+            /**
+             * @description Always `ok` in a successful answer.
+             * @constant
+             */
+            status: "ok";
+            /**
+             * @description Always `up` in a successful answer; a database that does not answer produces `503` instead.
+             * @constant
+             */
+            database: "up";
+            /** @description The version of the running service. */
+            version: string;
+            /** @description Seconds since the process started. */
+            uptimeSeconds: number;
+        };
+        /** @description Public profile of a user. */
+        Profile: {
+            /** @description Display name; `null` when none was given. */
+            name: string | null;
+            /** @description Address of the user's avatar image; `null` when there is none. */
+            avatar_url: string | null;
+        };
+        /** @description A user account. */
+        User: {
+            /**
+             * Format: uuid
+             * @description Identifier of the user.
+             */
+            id: string;
+            /**
+             * Format: email
+             * @description Email address of the user, in lower case.
+             */
+            email: string;
+            profile: components["schemas"]["Profile"];
+            /** @description Free-form object for application data about the user. Empty when nothing was stored. */
+            metadata: {
+                [key: string]: unknown;
+            };
+            /** @description Whether the email address has been verified. */
+            emailVerified: boolean;
+            /**
+             * @description The ways the user can sign in. Currently only `email` (email
+             *     address and password); more providers may be added later, so
+             *     clients should tolerate unknown values.
+             * @example [
+             *       "email"
+             *     ]
+             */
+            providers: string[];
+            /**
+             * Format: date-time
+             * @description When the account was created (RFC 3339, UTC).
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the account was last changed (RFC 3339, UTC).
+             */
+            updatedAt: string;
+        };
+        Pagination: {
+            /** @description The number of records skipped, as applied. */
+            offset: number;
+            /** @description The maximum number of records in this page, as applied. */
+            limit: number;
+            /** @description The exact number of records that match the search, across all pages. */
+            total: number;
+        };
+        UserList: {
+            data: components["schemas"]["User"][];
+            pagination: components["schemas"]["Pagination"];
+        };
+        /**
+         * @description The answer to every operation that creates or refreshes a session.
+         *     Web clients get `csrfToken` and `refreshToken: null` (the refresh token
+         *     is in the cookie); mobile and desktop clients get `refreshToken` and
+         *     `csrfToken: null`.
+         */
+        SessionResult: {
+            user: components["schemas"]["User"];
+            /** @description A JWT access token, valid for 15 minutes. Send it as `Authorization: Bearer <accessToken>`. */
+            accessToken: string;
+            /** @description Web clients only; send it in the `X-CSRF-Token` header when refreshing or logging out. `null` for mobile and desktop clients. */
+            csrfToken: string | null;
+            /** @description Mobile and desktop clients only; an opaque token valid for 30 days that rotates on every refresh. `null` for web clients, whose refresh token is in the HttpOnly cookie. */
+            refreshToken: string | null;
+            /**
+             * Format: uri
+             * @description Where the client should go next. Present only when the service is configured with a redirect URL.
+             */
+            redirectTo?: string;
+        };
+        SignUpRequest: {
+            /**
+             * Format: email
+             * @description Email address for the account.
+             */
+            email: string;
+            /** @description Password for the account, 8 to 256 characters. */
+            password: string;
+            /** @description Display name, stored as `profile.name`. */
+            name?: string;
+        };
+        SignUpAccepted: {
+            /**
+             * @description Always `true`; the client continues with email verification.
+             * @constant
+             */
+            requireEmailVerification: true;
+        };
+        SignInRequest: {
+            /** Format: email */
+            email: string;
+            password: string;
+        };
+        VerifyEmailRequest: {
+            /**
+             * @description Either the 6-digit code from the verification email (send it with
+             *     `email`) or the 64-character hexadecimal token from the magic link
+             *     (send it without `email`).
+             */
+            otp: string;
+            /**
+             * Format: email
+             * @description The address being verified. Required with a 6-digit code; must be omitted with a magic-link token.
+             */
+            email?: string;
+        };
+        SendVerificationRequest: {
+            /**
+             * Format: email
+             * @description The address to send the verification email to.
+             */
+            email: string;
+        };
+        VerificationEmailAccepted: {
+            /** @description A fixed message that is the same whether or not an email was sent. */
+            message: string;
+        };
+        /** @description Body of refresh and logout. Mobile and desktop clients send `refreshToken`; web clients send no body (or `{}`), because their token is in the cookie. */
+        RefreshRequest: {
+            /** @description The refresh token received with the session (mobile and desktop clients). */
+            refreshToken?: string;
+        };
+        CurrentSession: {
+            user: components["schemas"]["User"];
+        };
+        EmbeddingsRequest: {
+            /** @description Identifier of the embedding model; must be one the service allows. */
+            model: string;
+            /**
+             * @description The text to embed, or an array of up to 2048 texts. Each text is at
+             *     most 8192 tokens and the request at most 300,000 tokens in all,
+             *     counted with a real tokenizer for the model. Empty strings are
+             *     rejected.
+             */
+            input: string | string[];
+            /**
+             * @description `float` returns arrays of numbers; `base64` returns base64 strings of little-endian float32 values.
+             * @default float
+             * @enum {string}
+             */
+            encoding_format: "float" | "base64";
+            /**
+             * @description Number of dimensions of the output vectors. Supported only by
+             *     certain models; sending it for another model is rejected, and so is
+             *     the value 0.
+             */
+            dimensions?: number;
+        };
+        EmbeddingItem: {
+            /** @constant */
+            object: "embedding";
+            /** @description The vector, in the form chosen by `encoding_format`. */
+            embedding: number[] | string;
+            /** @description Position of the corresponding input (0 for a single string). */
+            index: number;
+        };
+        EmbeddingUsage: {
+            promptTokens: number;
+            /** @description Always 0 for embeddings. */
+            completionTokens: number;
+            totalTokens: number;
+        };
+        EmbeddingMetadata: {
+            /** @description The model that produced the embeddings. */
+            model: string;
+            usage: components["schemas"]["EmbeddingUsage"];
+        };
+        EmbeddingsResponse: {
+            /** @constant */
+            object: "list";
+            data: components["schemas"]["EmbeddingItem"][];
+            metadata: components["schemas"]["EmbeddingMetadata"];
+        };
+        /** @description One row-level-security policy, as listed in `pg_policies`. */
+        Policy: {
+            policyName: string;
+            /** @description Name of the table in the `realtime` schema, without the schema. */
+            tableName: string;
+            /**
+             * @description The command the policy applies to.
+             * @enum {string}
+             */
+            command: "SELECT" | "INSERT" | "UPDATE" | "DELETE" | "ALL";
+            /** @description Database roles the policy applies to. */
+            roles: string[];
+            /** @description The `USING` expression, which decides which existing rows are visible; `null` when the policy has none. */
+            using: string | null;
+            /** @description The `WITH CHECK` expression, which new rows must satisfy; `null` when the policy has none. */
+            withCheck: string | null;
+        };
+        PolicyList: {
+            policies: components["schemas"]["Policy"][];
+        };
+        RealtimePermissions: {
+            /** @description Policies on `realtime.channels`, which govern subscribing to channels. */
+            subscribe: components["schemas"]["PolicyList"];
+            /** @description Policies on `realtime.messages`, which govern publishing messages. */
+            publish: components["schemas"]["PolicyList"];
+        };
+    };
+    responses: {
+        /**
+         * @description `INVALID_INPUT`: the request does not match the contract (a missing or
+         *     malformed field, an unknown property, a parameter out of range). The
+         *     embeddings operation also answers `MODEL_NOT_ALLOWED` with this status
+         *     when the model is not on the allow-list.
+         */
+        BadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "INVALID_INPUT",
+                 *       "message": "body.email must match format \"email\"",
+                 *       "statusCode": 400
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description `UNAUTHORIZED`: the access token is missing, malformed or invalid.
+         *     `TOKEN_EXPIRED`: the access token has expired; refresh the session and
+         *     retry.
+         */
+        Unauthorized: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `FORBIDDEN`: the caller is authenticated but not allowed to perform this operation. */
+        Forbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "FORBIDDEN",
+                 *       "message": "Administrator role required",
+                 *       "statusCode": 403
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `PAYLOAD_TOO_LARGE`: the request body exceeds the size limit of the operation. */
+        PayloadTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "PAYLOAD_TOO_LARGE",
+                 *       "message": "Request body is too large",
+                 *       "statusCode": 413
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `UNSUPPORTED_MEDIA_TYPE`: the request body is not sent as `application/json`. */
+        UnsupportedMediaType: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "UNSUPPORTED_MEDIA_TYPE",
+                 *       "message": "Unsupported media type: text/plain; use application/json",
+                 *       "statusCode": 415
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `RATE_LIMITED`: too many requests from this client; wait for the number of seconds in `Retry-After`. */
+        TooManyRequests: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "RATE_LIMITED",
+                 *       "message": "Too many requests; retry in 60 seconds",
+                 *       "statusCode": 429
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `INTERNAL_ERROR`: an unexpected failure. No internal details are revealed. */
+        InternalError: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "INTERNAL_ERROR",
+                 *       "message": "An unexpected error occurred",
+                 *       "statusCode": 500
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `NOT_IMPLEMENTED`: this operation is part of the contract, but its behaviour is not available yet. */
+        NotImplemented: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "NOT_IMPLEMENTED",
+                 *       "message": "This operation is not implemented yet",
+                 *       "statusCode": 501
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description `PROVIDER_UNAVAILABLE`: the upstream provider failed or could not be
+         *     reached. `PROVIDER_AUTH_FAILED`: the upstream provider rejected the
+         *     service's credentials (a configuration problem on the server side, not
+         *     the caller's).
+         */
+        BadGateway: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `SERVICE_UNAVAILABLE`: a dependency the operation needs (the database, or the embeddings configuration) is not available. */
+        ServiceUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "SERVICE_UNAVAILABLE",
+                 *       "message": "The database is not answering",
+                 *       "statusCode": 503
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `PROVIDER_TIMEOUT`: the upstream provider did not answer in time. */
+        GatewayTimeout: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "PROVIDER_TIMEOUT",
+                 *       "message": "The embedding provider did not answer in time",
+                 *       "statusCode": 504
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+    };
+    parameters: {
+        /**
+         * @description The kind of client, which decides how the refresh token travels.
+         *
+         *     - `web` (default): the refresh token is set in the HttpOnly cookie
+         *       `refresh_token` (scoped to `Path=/api/auth`) and never appears in the
+         *       body (`refreshToken: null`). The body carries a `csrfToken`, which
+         *       the client sends back in the `X-CSRF-Token` header when it refreshes
+         *       or logs out.
+         *     - `mobile`, `desktop`: no cookie is set; the refresh token is returned
+         *       in the body as `refreshToken` (`csrfToken: null`) and sent back in
+         *       the body when refreshing or logging out.
+         * @example web
+         */
+        ClientType: "web" | "mobile" | "desktop";
+        /**
+         * @description Number of records to skip (a non-negative integer)
+         * @example 0
+         */
+        Offset: string;
+        /**
+         * @description Maximum number of records to return (a non-negative integer, at most 1000; 0 returns only the total)
+         * @example 10
+         */
+        Limit: string;
+        /**
+         * @description Case-insensitive substring match on the email address or the profile
+         *     name. `%`, `_` and `\` match themselves (they are not wildcards). A
+         *     blank value (empty or only whitespace) means no filter.
+         * @example ada
+         */
+        Search: string;
+        /**
+         * @description The `csrfToken` returned with the session. Required for web clients
+         *     (whose refresh token travels in the cookie); ignored for mobile and
+         *     desktop clients.
+         * @example BMQ0--RAd6oi3JYwYqk1d980v6d_lbdwbAYK-0G8UPQ
+         */
+        CsrfToken: string;
+        /**
+         * @description The refresh token of a web client, set by the service as an HttpOnly
+         *     cookie scoped to `/api/auth`. Browsers send it automatically; it is not
+         *     readable by page scripts.
+         * @example pzRr3YP0PxKdC6W0P3u_r5AnV17-IeYpnDKdYN6nD94
+         */
+        RefreshCookie: string;
+    };
+    requestBodies: never;
+    headers: {
+        /**
+         * @description Web clients only: sets the rotated refresh token in the cookie
+         *     `refresh_token` with `HttpOnly; Secure; SameSite=Lax; Path=/api/auth`
+         *     and a lifetime of 30 days. Absent for mobile and desktop clients.
+         * @example refresh_token=pzRr3YP0PxKdC6W0P3u_r5AnV17-IeYpnDKdYN6nD94; Max-Age=2592000; Path=/api/auth; HttpOnly; Secure; SameSite=Lax
+         */
+        SetRefreshCookie: string;
+        /**
+         * @description Web clients only, clears the cookie `refresh_token` (empty value, `Max-Age=0`).
+         * @example refresh_token=; Max-Age=0; Path=/api/auth; HttpOnly; Secure; SameSite=Lax
+         */
+        ClearRefreshCookie: string;
+        /**
+         * @description Number of seconds to wait before retrying.
+         * @example 60
+         */
+        RetryAfter: number;
+    };
+    pathItems: never;
+}
+export type $defs = Record<string, never>;
+export interface operations {
+    getHealth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The service and its database are up. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "ok",
+                     *       "database": "up",
+                     *       "version": "0.1.0",
+                     *       "uptimeSeconds": 3612.4
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listUsers: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Number of records to skip (a non-negative integer)
+                 * @example 0
+                 */
+                offset?: components["parameters"]["Offset"];
+                /**
+                 * @description Maximum number of records to return (a non-negative integer, at most 1000; 0 returns only the total)
+                 * @example 10
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Case-insensitive substring match on the email address or the profile
+                 *     name. `%`, `_` and `\` match themselves (they are not wildcards). A
+                 *     blank value (empty or only whitespace) means no filter.
+                 * @example ada
+                 */
+                search?: components["parameters"]["Search"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of users and the pagination figures. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+                     *           "email": "grace@example.com",
+                     *           "profile": {
+                     *             "name": "Grace Hopper",
+                     *             "avatar_url": "https://cdn.example.com/avatars/grace.png"
+                     *           },
+                     *           "metadata": {},
+                     *           "emailVerified": true,
+                     *           "providers": [
+                     *             "email"
+                     *           ],
+                     *           "createdAt": "2025-03-15T11:02:17.104Z",
+                     *           "updatedAt": "2025-03-15T11:05:40.862Z"
+                     *         },
+                     *         {
+                     *           "id": "3f1c9a2e-7b4d-4e8a-9c21-5d6e7f8a9b0c",
+                     *           "email": "ada@example.com",
+                     *           "profile": {
+                     *             "name": "Ada Lovelace",
+                     *             "avatar_url": null
+                     *           },
+                     *           "metadata": {},
+                     *           "emailVerified": false,
+                     *           "providers": [
+                     *             "email"
+                     *           ],
+                     *           "createdAt": "2025-03-14T09:26:53.589Z",
+                     *           "updatedAt": "2025-03-14T09:26:53.589Z"
+                     *         }
+                     *       ],
+                     *       "pagination": {
+                     *         "offset": 0,
+                     *         "limit": 10,
+                     *         "total": 2
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UserList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    createUser: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The kind of client, which decides how the refresh token travels.
+                 *
+                 *     - `web` (default): the refresh token is set in the HttpOnly cookie
+                 *       `refresh_token` (scoped to `Path=/api/auth`) and never appears in the
+                 *       body (`refreshToken: null`). The body carries a `csrfToken`, which
+                 *       the client sends back in the `X-CSRF-Token` header when it refreshes
+                 *       or logs out.
+                 *     - `mobile`, `desktop`: no cookie is set; the refresh token is returned
+                 *       in the body as `refreshToken` (`csrfToken: null`) and sent back in
+                 *       the body when refreshing or logging out.
+                 * @example web
+                 */
+                client_type?: components["parameters"]["ClientType"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com",
+                 *       "password": "correct horse battery staple",
+                 *       "name": "Ada Lovelace"
+                 *     }
+                 */
+                "application/json": components["schemas"]["SignUpRequest"];
+            };
+        };
+        responses: {
+            /**
+             * @description Account created and signed in (email verification is not required).
+             *     Web clients also receive the refresh-token cookie.
+             */
+            201: {
+                headers: {
+                    "Set-Cookie": components["headers"]["SetRefreshCookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionResult"];
+                };
+            };
+            /**
+             * @description Verification required: if the address is new, the account was
+             *     created and a verification email sent. The same answer is given
+             *     for an address that is already registered.
+             */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "requireEmailVerification": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SignUpAccepted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            /**
+             * @description `USER_ALREADY_EXISTS`: an account with this email address already
+             *     exists. Only given when email verification is not required.
+             */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "USER_ALREADY_EXISTS",
+                     *       "message": "An account with this email address already exists",
+                     *       "statusCode": 409
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    createSession: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The kind of client, which decides how the refresh token travels.
+                 *
+                 *     - `web` (default): the refresh token is set in the HttpOnly cookie
+                 *       `refresh_token` (scoped to `Path=/api/auth`) and never appears in the
+                 *       body (`refreshToken: null`). The body carries a `csrfToken`, which
+                 *       the client sends back in the `X-CSRF-Token` header when it refreshes
+                 *       or logs out.
+                 *     - `mobile`, `desktop`: no cookie is set; the refresh token is returned
+                 *       in the body as `refreshToken` (`csrfToken: null`) and sent back in
+                 *       the body when refreshing or logging out.
+                 * @example web
+                 */
+                client_type?: components["parameters"]["ClientType"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com",
+                 *       "password": "correct horse battery staple"
+                 *     }
+                 */
+                "application/json": components["schemas"]["SignInRequest"];
+            };
+        };
+        responses: {
+            /** @description Signed in. Web clients also receive the refresh-token cookie. */
+            200: {
+                headers: {
+                    "Set-Cookie": components["headers"]["SetRefreshCookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            /** @description `INVALID_CREDENTIALS`: the email address or the password is wrong. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "INVALID_CREDENTIALS",
+                     *       "message": "Invalid email or password",
+                     *       "statusCode": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `EMAIL_NOT_VERIFIED`: the password is right, but the email address has not been verified yet. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "EMAIL_NOT_VERIFIED",
+                     *       "message": "Verify your email address before signing in",
+                     *       "statusCode": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    sendVerificationEmail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com"
+                 *     }
+                 */
+                "application/json": components["schemas"]["SendVerificationRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted. An email is sent only when the address needs verification. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": "If the address belongs to an account that still needs verification, an email is on its way."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["VerificationEmailAccepted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    verifyEmail: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The kind of client, which decides how the refresh token travels.
+                 *
+                 *     - `web` (default): the refresh token is set in the HttpOnly cookie
+                 *       `refresh_token` (scoped to `Path=/api/auth`) and never appears in the
+                 *       body (`refreshToken: null`). The body carries a `csrfToken`, which
+                 *       the client sends back in the `X-CSRF-Token` header when it refreshes
+                 *       or logs out.
+                 *     - `mobile`, `desktop`: no cookie is set; the refresh token is returned
+                 *       in the body as `refreshToken` (`csrfToken: null`) and sent back in
+                 *       the body when refreshing or logging out.
+                 * @example web
+                 */
+                client_type?: components["parameters"]["ClientType"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VerifyEmailRequest"];
+            };
+        };
+        responses: {
+            /** @description The address is verified and a session was created. Web clients also receive the refresh-token cookie. */
+            200: {
+                headers: {
+                    "Set-Cookie": components["headers"]["SetRefreshCookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionResult"];
+                };
+            };
+            /**
+             * @description `INVALID_INPUT`: the body is malformed, or the code and email are
+             *     combined the wrong way. `INVALID_OTP`: the code or token is wrong,
+             *     expired, already used or unknown.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    refreshSession: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The kind of client, which decides how the refresh token travels.
+                 *
+                 *     - `web` (default): the refresh token is set in the HttpOnly cookie
+                 *       `refresh_token` (scoped to `Path=/api/auth`) and never appears in the
+                 *       body (`refreshToken: null`). The body carries a `csrfToken`, which
+                 *       the client sends back in the `X-CSRF-Token` header when it refreshes
+                 *       or logs out.
+                 *     - `mobile`, `desktop`: no cookie is set; the refresh token is returned
+                 *       in the body as `refreshToken` (`csrfToken: null`) and sent back in
+                 *       the body when refreshing or logging out.
+                 * @example web
+                 */
+                client_type?: components["parameters"]["ClientType"];
+            };
+            header?: {
+                /**
+                 * @description The `csrfToken` returned with the session. Required for web clients
+                 *     (whose refresh token travels in the cookie); ignored for mobile and
+                 *     desktop clients.
+                 * @example BMQ0--RAd6oi3JYwYqk1d980v6d_lbdwbAYK-0G8UPQ
+                 */
+                "X-CSRF-Token"?: components["parameters"]["CsrfToken"];
+            };
+            path?: never;
+            cookie?: {
+                /**
+                 * @description The refresh token of a web client, set by the service as an HttpOnly
+                 *     cookie scoped to `/api/auth`. Browsers send it automatically; it is not
+                 *     readable by page scripts.
+                 * @example pzRr3YP0PxKdC6W0P3u_r5AnV17-IeYpnDKdYN6nD94
+                 */
+                refresh_token?: components["parameters"]["RefreshCookie"];
+            };
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RefreshRequest"];
+            };
+        };
+        responses: {
+            /** @description A new access token and a rotated refresh token. Web clients receive the new refresh token in the cookie. */
+            200: {
+                headers: {
+                    "Set-Cookie": components["headers"]["SetRefreshCookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            /**
+             * @description `REFRESH_TOKEN_INVALID`: the refresh token is missing, unknown,
+             *     expired or revoked. `REFRESH_TOKEN_REUSED`: the refresh token was
+             *     already exchanged; the session has been revoked.
+             */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `CSRF_INVALID`: a web client sent no `X-CSRF-Token` header, or one that does not match the session. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "CSRF_INVALID",
+                     *       "message": "The X-CSRF-Token header is missing or does not match the session",
+                     *       "statusCode": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    logout: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The kind of client, which decides how the refresh token travels.
+                 *
+                 *     - `web` (default): the refresh token is set in the HttpOnly cookie
+                 *       `refresh_token` (scoped to `Path=/api/auth`) and never appears in the
+                 *       body (`refreshToken: null`). The body carries a `csrfToken`, which
+                 *       the client sends back in the `X-CSRF-Token` header when it refreshes
+                 *       or logs out.
+                 *     - `mobile`, `desktop`: no cookie is set; the refresh token is returned
+                 *       in the body as `refreshToken` (`csrfToken: null`) and sent back in
+                 *       the body when refreshing or logging out.
+                 * @example web
+                 */
+                client_type?: components["parameters"]["ClientType"];
+            };
+            header?: {
+                /**
+                 * @description The `csrfToken` returned with the session. Required for web clients
+                 *     (whose refresh token travels in the cookie); ignored for mobile and
+                 *     desktop clients.
+                 * @example BMQ0--RAd6oi3JYwYqk1d980v6d_lbdwbAYK-0G8UPQ
+                 */
+                "X-CSRF-Token"?: components["parameters"]["CsrfToken"];
+            };
+            path?: never;
+            cookie?: {
+                /**
+                 * @description The refresh token of a web client, set by the service as an HttpOnly
+                 *     cookie scoped to `/api/auth`. Browsers send it automatically; it is not
+                 *     readable by page scripts.
+                 * @example pzRr3YP0PxKdC6W0P3u_r5AnV17-IeYpnDKdYN6nD94
+                 */
+                refresh_token?: components["parameters"]["RefreshCookie"];
+            };
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RefreshRequest"];
+            };
+        };
+        responses: {
+            /** @description The session is revoked. Web clients receive a cookie that clears `refresh_token`. */
+            204: {
+                headers: {
+                    "Set-Cookie": components["headers"]["ClearRefreshCookie"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            /** @description `REFRESH_TOKEN_INVALID`: the refresh token is missing, unknown, expired or already revoked. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "REFRESH_TOKEN_INVALID",
+                     *       "message": "The refresh token is missing, expired or revoked",
+                     *       "statusCode": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `CSRF_INVALID`: a web client sent no `X-CSRF-Token` header, or one that does not match the session. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "CSRF_INVALID",
+                     *       "message": "The X-CSRF-Token header is missing or does not match the session",
+                     *       "statusCode": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getCurrentSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The signed-in user. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "user": {
+                     *         "id": "3f1c9a2e-7b4d-4e8a-9c21-5d6e7f8a9b0c",
+                     *         "email": "ada@example.com",
+                     *         "profile": {
+                     *           "name": "Ada Lovelace",
+                     *           "avatar_url": null
+                     *         },
+                     *         "metadata": {},
+                     *         "emailVerified": true,
+                     *         "providers": [
+                     *           "email"
+                     *         ],
+                     *         "createdAt": "2025-03-14T09:26:53.589Z",
+                     *         "updatedAt": "2025-03-14T09:31:07.220Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CurrentSession"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    createEmbeddings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmbeddingsRequest"];
+            };
+        };
+        responses: {
+            /** @description The embeddings, one per input, in input order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EmbeddingsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    getRealtimePermissions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The subscribe and publish policies. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "subscribe": {
+                     *         "policies": [
+                     *           {
+                     *             "policyName": "authenticated_can_subscribe_enabled_channels",
+                     *             "tableName": "channels",
+                     *             "command": "SELECT",
+                     *             "roles": [
+                     *               "authenticated"
+                     *             ],
+                     *             "using": "(enabled AND (realtime.channel_name() ~~ pattern))",
+                     *             "withCheck": null
+                     *           }
+                     *         ]
+                     *       },
+                     *       "publish": {
+                     *         "policies": [
+                     *           {
+                     *             "policyName": "authenticated_can_publish_as_self",
+                     *             "tableName": "messages",
+                     *             "command": "INSERT",
+                     *             "roles": [
+                     *               "authenticated"
+                     *             ],
+                     *             "using": null,
+                     *             "withCheck": "((sender_id = auth.uid()) AND (EXISTS ( SELECT 1 FROM realtime.channels c WHERE (c.enabled AND (realtime.channel_name() ~~ c.pattern)))))"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RealtimePermissions"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+}

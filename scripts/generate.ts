@@ -1,0 +1,95 @@
+/**
+ * Writes generated/ from openapi.yaml: the TypeScript types of the contract (openapi-typescript),
+ * the contract's operation and error-code lists, and the spec as JSON for the server to load.
+ * With --check it writes nothing and exits 1 when a file in generated/ differs from what it would write.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import openapiTS, { astToString } from 'openapi-typescript';
+import { parse } from 'yaml';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const specPath = path.join(root, 'openapi.yaml');
+const outDir = path.join(root, 'generated');
+const banner = '// Generated from openapi.yaml by `npm run generate`. Do not edit.\n';
+
+type SpecOperation = {
+  operationId?: string;
+  tags?: string[];
+  security?: unknown[];
+  requestBody?: { required?: boolean };
+};
+type Spec = {
+  paths: Record<string, Record<string, SpecOperation>>;
+  components: { schemas: { ErrorCode: { enum: string[] } } };
+};
+
+const methods = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'];
+
+function contractModule(spec: Spec): string {
+  const operations: Record<
+    string,
+    { method: string; path: string; tag: string; secured: boolean; bodyRequired: boolean }
+  > = {};
+  for (const [route, item] of Object.entries(spec.paths)) {
+    for (const [method, op] of Object.entries(item)) {
+      if (!methods.includes(method)) continue;
+      if (!op.operationId) throw new Error(`${method.toUpperCase()} ${route} has no operationId`);
+      operations[op.operationId] = {
+        method: method.toUpperCase(),
+        path: route,
+        tag: op.tags?.[0] ?? '',
+        secured: (op.security?.length ?? 0) > 0,
+        bodyRequired: op.requestBody?.required === true,
+      };
+    }
+  }
+  const errorCodes = spec.components.schemas.ErrorCode.enum;
+  return `${banner}
+/** Every operation of the contract, by operationId. */
+export const operations = ${JSON.stringify(operations, null, 2)} as const;
+
+export type OperationId = keyof typeof operations;
+
+export const operationIds = Object.keys(operations) as OperationId[];
+
+/** The stable error codes of the Error schema (components.schemas.ErrorCode). */
+export const errorCodes = ${JSON.stringify(errorCodes, null, 2)} as const;
+
+export type ErrorCode = (typeof errorCodes)[number];
+`;
+}
+
+async function render(): Promise<Record<string, string>> {
+  const yamlText = fs.readFileSync(specPath, 'utf8');
+  const spec = parse(yamlText) as Spec;
+  const ast = await openapiTS(new URL(`file://${specPath}`), { alphabetize: false });
+  return {
+    'openapi.ts': `${banner}${astToString(ast)}`,
+    'contract.ts': contractModule(spec),
+    'openapi.json': `${JSON.stringify(spec, null, 2)}\n`,
+  };
+}
+
+const check = process.argv.includes('--check');
+const files = await render();
+const stale: string[] = [];
+for (const [name, content] of Object.entries(files)) {
+  const target = path.join(outDir, name);
+  const current = fs.existsSync(target) ? fs.readFileSync(target, 'utf8') : null;
+  if (current === content) continue;
+  if (check) stale.push(`generated/${name}`);
+  else {
+    fs.mkdirSync(outDir, { recursive: true });
+    fs.writeFileSync(target, content);
+    console.log(`wrote generated/${name}`);
+  }
+}
+if (check) {
+  if (stale.length > 0) {
+    console.error(`generated/ is stale (${stale.join(', ')}): run npm run generate and commit the result`);
+    process.exit(1);
+  }
+  console.log('generated/ is up to date with openapi.yaml');
+}

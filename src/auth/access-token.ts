@@ -1,0 +1,61 @@
+import type { FastifyJWTOptions } from '@fastify/jwt';
+import type { FastifyRequest } from 'fastify';
+import { ApiError } from '../errors.ts';
+
+export const TOKEN_ISSUER = 'accounts-service';
+export const TOKEN_AUDIENCE = 'accounts-service:api';
+/** The token-use claim value of access tokens; anything else (a refresh token, say) is refused as a Bearer token. */
+export const ACCESS_TOKEN_USE = 'access';
+
+/** The claims of an access token, as signed and as verified. */
+export interface AccessTokenClaims {
+  sub: string;
+  email: string;
+  role: 'user' | 'admin';
+  sid: string;
+  token_use: typeof ACCESS_TOKEN_USE;
+  iss?: string;
+  aud?: string;
+  iat?: number;
+  exp?: number;
+}
+
+declare module '@fastify/jwt' {
+  interface FastifyJWT {
+    payload: AccessTokenClaims;
+    user: AccessTokenClaims;
+  }
+}
+
+/** @fastify/jwt options: HS256 only, on both signing and verifying, with issuer and audience checked. */
+export function jwtOptions(secret: string, accessTokenTtlSeconds: number): FastifyJWTOptions {
+  return {
+    secret,
+    sign: { algorithm: 'HS256', iss: TOKEN_ISSUER, aud: TOKEN_AUDIENCE, expiresIn: accessTokenTtlSeconds * 1000 },
+    verify: {
+      algorithms: ['HS256'],
+      allowedIss: TOKEN_ISSUER,
+      allowedAud: TOKEN_AUDIENCE,
+      requiredClaims: ['sub', 'sid', 'role', 'token_use', 'iat', 'exp'],
+    },
+  };
+}
+
+/** The `bearerAuth` security scheme: a valid, unexpired access token, or 401. */
+export async function bearerAuth(request: FastifyRequest): Promise<void> {
+  const header = request.headers.authorization;
+  if (header === undefined || !/^Bearer [^\s]+$/i.test(header)) {
+    throw new ApiError(401, 'UNAUTHORIZED', 'A Bearer access token is required in the Authorization header');
+  }
+  try {
+    await request.jwtVerify();
+  } catch (err) {
+    if ((err as { code?: string }).code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED') {
+      throw new ApiError(401, 'TOKEN_EXPIRED', 'The access token has expired; refresh it');
+    }
+    throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
+  }
+  if (request.user.token_use !== ACCESS_TOKEN_USE) {
+    throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
+  }
+}

@@ -1,0 +1,60 @@
+import { PGlite } from '@electric-sql/pglite';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import type { DatabaseConfig } from '../config.ts';
+import { lockDataDir } from './data-dir-lock.ts';
+import { PGlitePool } from './pglite-pool.ts';
+import type { Database } from './schema.ts';
+
+export type DatabaseKind = DatabaseConfig['kind'];
+
+/** An open database: the typed query builder, and how to close it. */
+export interface DatabaseHandle {
+  db: Kysely<Database>;
+  kind: DatabaseKind;
+  close(): Promise<void>;
+}
+
+// pg hands int8 (count(*), bigint) back as strings and PGlite as numbers: make both numbers.
+const INT8_OID = 20;
+const pgTypes = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+};
+
+/** Opens the database that the configuration names. For PGlite on disk, the directory is locked first. */
+export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHandle> {
+  if (config.kind === 'postgres') {
+    const pool = new pg.Pool({
+      connectionString: config.url,
+      max: 10,
+      connectionTimeoutMillis: 5_000,
+      idleTimeoutMillis: 30_000,
+      types: pgTypes,
+    });
+    // An idle client that loses its server emits here; without a listener the process would crash.
+    pool.on('error', () => {});
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    return { db, kind: config.kind, close: () => db.destroy() };
+  }
+
+  const unlock = config.kind === 'pglite' ? lockDataDir(config.dataDir) : () => {};
+  try {
+    const pglite = await PGlite.create(config.kind === 'pglite' ? { dataDir: config.dataDir } : {});
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: new PGlitePool(pglite) }) });
+    return {
+      db,
+      kind: config.kind,
+      close: async () => {
+        try {
+          await db.destroy();
+        } finally {
+          unlock();
+        }
+      },
+    };
+  } catch (err) {
+    unlock();
+    throw err;
+  }
+}

@@ -1,0 +1,23 @@
+// SQLSTATE classes and socket errors that mean "the database cannot be reached right now".
+const unavailableCodes = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  '57P01', // admin_shutdown
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now
+]);
+
+/** True when an error says the database is unreachable (as opposed to a bad query). */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && (unavailableCodes.has(code) || code.startsWith('08'))) return true;
+  if (err instanceof AggregateError) return err.errors.some(isDatabaseUnavailable);
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(
+    err.message,
+  );
+}

@@ -1,0 +1,20 @@
+import { type Kysely, type Migration, type MigrationResult, Migrator } from 'kysely';
+import * as m0001 from './migrations/0001_app_settings.ts';
+import type { Database } from './schema.ts';
+
+/** Every migration, in order. Listed by hand so that no file-system scan happens at start-up. */
+export const migrations: Record<string, Migration> = {
+  '0001_app_settings': m0001,
+};
+
+/** Brings the database to the latest migration; throws with the failing migration's name on error. */
+export async function migrateToLatest(db: Kysely<Database>): Promise<MigrationResult[]> {
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+  const { error, results = [] } = await migrator.migrateToLatest();
+  if (error) {
+    const failed = results.find((r) => r.status === 'Error');
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new Error(`Migration ${failed?.migrationName ?? '(unknown)'} failed: ${reason}`, { cause: error });
+  }
+  return results;
+}

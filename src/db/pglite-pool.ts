@@ -1,0 +1,73 @@
+import type { PGlite, Results } from '@electric-sql/pglite';
+import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from 'kysely';
+
+/**
+ * A pg-Pool look-alike over one PGlite instance, for Kysely's PostgresDialect.
+ *
+ * PGlite is a single Postgres session. If two requests shared it freely, a statement of one
+ * could run inside the other's open transaction and commit or roll back with it. So this pool
+ * has exactly one client and lends it to one borrower at a time: Kysely holds a connection for
+ * the whole of a transaction, which makes every transaction (and every lone query) run alone.
+ */
+export class PGlitePool implements PostgresPool {
+  readonly #client: PostgresPoolClient;
+  #tail: Promise<void> = Promise.resolve();
+  #ended = false;
+
+  constructor(private readonly pglite: PGlite) {
+    this.#client = {
+      query: ((sql: string, parameters: ReadonlyArray<unknown>) =>
+        runQuery(pglite, sql, parameters)) as PostgresPoolClient['query'],
+      release: () => {
+        throw new Error('PGlitePool client released before it was lent');
+      },
+    };
+  }
+
+  /** Waits until the session is free, then lends it; `release()` hands it to the next borrower. */
+  async connect(): Promise<PostgresPoolClient> {
+    if (this.#ended) throw new Error('the embedded database is closed');
+    let release!: () => void;
+    const turn = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const previous = this.#tail;
+    this.#tail = previous.then(() => turn);
+    await previous;
+    let released = false;
+    this.#client.release = () => {
+      if (released) return;
+      released = true;
+      release();
+    };
+    return this.#client;
+  }
+
+  /** Closes PGlite after the borrowers already queued have finished. */
+  async end(): Promise<void> {
+    if (this.#ended) return;
+    this.#ended = true;
+    await this.#tail;
+    await this.pglite.close();
+  }
+}
+
+const writeCommands = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE']);
+
+async function runQuery(
+  pglite: PGlite,
+  sql: string,
+  parameters: ReadonlyArray<unknown>,
+): Promise<PostgresQueryResult<unknown>> {
+  // Without parameters the simple protocol is used, which (like pg) accepts several statements.
+  const result: Results =
+    parameters.length === 0
+      ? ((await pglite.exec(sql)).at(-1) ?? { rows: [], fields: [] })
+      : await pglite.query(sql, [...parameters]);
+  const command = (result.command ?? '').toUpperCase();
+  return {
+    command: (writeCommands.has(command) ? command : 'SELECT') as PostgresQueryResult<unknown>['command'],
+    rowCount: result.affectedRows ?? result.rowCount ?? result.rows.length,
+    rows: result.rows,
+  };
+}

@@ -1,0 +1,164 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { type ErrorCode, operations } from '../generated/contract.ts';
+import { isDatabaseUnavailable } from './db/errors.ts';
+
+export type { ErrorCode };
+
+/** The body of every error response: components.schemas.Error in openapi.yaml. */
+export interface ErrorBody {
+  error: ErrorCode;
+  message: string;
+  statusCode: number;
+}
+
+/** The one error type that handlers and services throw; its code is one of the spec's ErrorCode values. */
+export class ApiError extends Error {
+  override name = 'ApiError';
+  constructor(
+    readonly statusCode: number,
+    readonly code: ErrorCode,
+    message: string,
+    /** Extra response headers, such as Retry-After. */
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(message);
+  }
+}
+
+const codeForStatus: Record<number, ErrorCode> = {
+  400: 'INVALID_INPUT',
+  401: 'UNAUTHORIZED',
+  403: 'FORBIDDEN',
+  404: 'NOT_FOUND',
+  405: 'METHOD_NOT_ALLOWED',
+  413: 'PAYLOAD_TOO_LARGE',
+  415: 'UNSUPPORTED_MEDIA_TYPE',
+  429: 'RATE_LIMITED',
+  501: 'NOT_IMPLEMENTED',
+  503: 'SERVICE_UNAVAILABLE',
+};
+
+// Friendlier words for the patterns used in openapi.yaml than Ajv's "must match pattern ...".
+const patternMeaning: Record<string, string> = {
+  '^[0-9]+$': 'must be a non-negative integer',
+  '^([0-9]{6}|[0-9a-fA-F]{64})$': 'must be a 6-digit code or a 64-character hexadecimal token',
+};
+
+interface AjvIssue {
+  keyword: string;
+  instancePath: string;
+  message?: string;
+  params: Record<string, unknown>;
+}
+
+/** "/input/3/name" -> "input[3].name" */
+function jsonPointerToPath(pointer: string): string {
+  return pointer
+    .split('/')
+    .slice(1)
+    .map((part) => part.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .map((part) => (/^\d+$/.test(part) ? `[${part}]` : `.${part}`))
+    .join('');
+}
+
+/** One sentence that names the failing field and says what it must be. */
+export function describeValidationIssue(context: string, issue: AjvIssue): string {
+  const where = `${context === 'querystring' ? 'query' : context}${jsonPointerToPath(issue.instancePath)}`;
+  const p = issue.params;
+  switch (issue.keyword) {
+    case 'required':
+      return `${where}.${String(p.missingProperty)} is required`;
+    case 'additionalProperties':
+      return `${where}.${String(p.additionalProperty)} is not an accepted field`;
+    case 'enum':
+      return `${where} must be one of: ${(p.allowedValues as unknown[]).map(String).join(', ')}`;
+    case 'format':
+      return `${where} must be a valid ${String(p.format)}`;
+    case 'pattern':
+      return `${where} ${patternMeaning[String(p.pattern)] ?? issue.message ?? 'has the wrong form'}`;
+    case 'type':
+      return `${where} must be ${String(p.type).replace(',', ' or ')}`;
+    default:
+      return `${where} ${issue.message ?? 'is invalid'}`;
+  }
+}
+
+/** Maps anything thrown during a request to a status, an Error body and headers. */
+export function toErrorResponse(err: unknown): { body: ErrorBody; headers: Record<string, string> } {
+  if (err instanceof ApiError) {
+    return { body: { error: err.code, message: err.message, statusCode: err.statusCode }, headers: { ...err.headers } };
+  }
+  const e = err as Partial<FastifyError> & { errors?: unknown[]; validation?: AjvIssue[] };
+  // Security handlers' failures arrive wrapped, with the handlers' own errors in `errors`.
+  if (e.name === 'Unauthorized' && Array.isArray(e.errors)) {
+    const inner = e.errors.find((x): x is ApiError => x instanceof ApiError);
+    return toErrorResponse(inner ?? new ApiError(401, 'UNAUTHORIZED', 'A valid Bearer access token is required'));
+  }
+  if (Array.isArray(e.validation) && e.validation.length > 0) {
+    const message = describeValidationIssue(e.validationContext ?? 'request', e.validation[0] as AjvIssue);
+    return toErrorResponse(new ApiError(400, 'INVALID_INPUT', message));
+  }
+  if (isDatabaseUnavailable(err)) {
+    return toErrorResponse(
+      new ApiError(503, 'SERVICE_UNAVAILABLE', 'The database is not answering; try again shortly', {
+        'retry-after': '5',
+      }),
+    );
+  }
+  const status = e.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    const code = codeForStatus[status] ?? 'INVALID_INPUT';
+    return { body: { error: code, message: clientErrorMessage(e, err), statusCode: status }, headers: {} };
+  }
+  return { body: { error: 'INTERNAL_ERROR', message: 'Internal server error', statusCode: 500 }, headers: {} };
+}
+
+// Fastify's own 4xx errors carry safe messages; a few get plainer words.
+function clientErrorMessage(e: Partial<FastifyError>, err: unknown): string {
+  switch (e.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return 'Unsupported Content-Type: send application/json';
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return 'The request body is larger than this operation accepts';
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return 'The body is not valid JSON';
+    default:
+      return err instanceof SyntaxError ? 'The body is not valid JSON' : (e.message ?? 'Bad request');
+  }
+}
+
+/** The app's single error handler: client errors are explained, server errors are logged and masked. */
+export function errorHandler(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const { body, headers } = toErrorResponse(err);
+  if (body.statusCode >= 500) request.log.error({ err }, 'request failed');
+  else request.log.info({ code: body.error, message: body.message }, 'request rejected');
+  void reply.code(body.statusCode).headers(headers).send(body);
+}
+
+// Each path of the contract as a pattern, with the methods it accepts (for 405 and its Allow header).
+const methodsByPath: Array<{ pattern: RegExp; methods: string[] }> = [];
+for (const op of Object.values(operations)) {
+  const source = `^${op.path.replace(/\{[^}]+\}/g, '[^/]+')}/?$`;
+  const entry = methodsByPath.find((e) => e.pattern.source === source);
+  if (entry) entry.methods.push(op.method);
+  else methodsByPath.push({ pattern: new RegExp(source), methods: [op.method] });
+}
+
+/** Unknown routes: 405 with Allow when the path exists under other methods, otherwise 404; both in the Error schema. */
+export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {
+  const path = request.url.split('?')[0] ?? '/';
+  for (const { pattern, methods } of methodsByPath) {
+    if (pattern.test(path)) {
+      void reply
+        .code(405)
+        .header('allow', methods.join(', '))
+        .send({
+          error: 'METHOD_NOT_ALLOWED',
+          message: `${request.method} is not allowed on ${path}; use ${methods.join(' or ')}`,
+          statusCode: 405,
+        });
+      return;
+    }
+  }
+  void reply.code(404).send({ error: 'NOT_FOUND', message: `No route for ${request.method} ${path}`, statusCode: 404 });
+}

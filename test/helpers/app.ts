@@ -1,0 +1,27 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.ts';
+import { type Config, type Env, loadConfig } from '../../src/config.ts';
+import { createTestDatabase, type TestDatabase } from './database.ts';
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  config: Readonly<Config>;
+  database: TestDatabase;
+}
+
+/** A fresh app on a fresh, migrated database, closed and dropped when the test `t` ends. */
+export async function buildTestApp(t: Teardown, env: Env = {}): Promise<TestApp> {
+  const database = await createTestDatabase();
+  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATABASE_URL: database.url, ...env });
+  const app = await buildApp(config, { database: database.handle, logger: false });
+  await app.ready();
+  t.teardown(async () => {
+    await app.close();
+    await database.drop();
+  });
+  return { app, config, database };
+}
