@@ -13,8 +13,8 @@ import { errorHandler, notFoundHandler } from './errors.ts';
 
 export interface AppDeps {
   database: DatabaseHandle;
-  /** Overrides for Fastify's logger (tests pass false). */
-  logger?: boolean | LoggerOptions;
+  /** Overrides for Fastify's logger (tests pass false, or a stream to read what was logged). */
+  logger?: boolean | (LoggerOptions & { stream?: NodeJS.WritableStream });
 }
 
 const ACCESS_TOKEN_TTL_SECONDS = 15 * 60;

@@ -136,13 +136,12 @@ export function errorHandler(err: FastifyError, request: FastifyRequest, reply: 
 }
 
 // Each path of the contract as a pattern, with the methods it accepts (for 405 and its Allow header).
-const methodsByPath: Array<{ pattern: RegExp; methods: string[] }> = [];
-for (const op of Object.values(operations)) {
-  const source = `^${op.path.replace(/\{[^}]+\}/g, '[^/]+')}/?$`;
-  const entry = methodsByPath.find((e) => e.pattern.source === source);
-  if (entry) entry.methods.push(op.method);
-  else methodsByPath.push({ pattern: new RegExp(source), methods: [op.method] });
-}
+const methodsByPath = [
+  ...Object.values(operations).reduce((byPath, op) => {
+    byPath.set(op.path, [...(byPath.get(op.path) ?? []), op.method].sort());
+    return byPath;
+  }, new Map<string, string[]>()),
+].map(([path, methods]) => ({ pattern: new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}/?$`), methods }));
 
 /** Unknown routes: 405 with Allow when the path exists under other methods, otherwise 404; both in the Error schema. */
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {

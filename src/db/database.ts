@@ -1,9 +1,12 @@
-import { PGlite } from '@electric-sql/pglite';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { DatabaseConfig } from '../config.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { PGlitePool } from './pglite-pool.ts';
+import { readTemplate } from './pglite-template.ts';
 import type { Database } from './schema.ts';
 
 export type DatabaseKind = DatabaseConfig['kind'];
@@ -21,6 +24,15 @@ const pgTypes = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
     oid === INT8_OID ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
 };
+
+function pgliteOptions(config: Exclude<DatabaseConfig, { kind: 'postgres' }>): PGliteOptions {
+  const isNew = config.kind === 'pglite-memory' || !existsSync(path.join(config.dataDir, 'PG_VERSION'));
+  const template = isNew ? readTemplate() : undefined;
+  return {
+    ...(config.kind === 'pglite' ? { dataDir: config.dataDir } : {}),
+    ...(template ? { loadDataDir: template } : {}),
+  };
+}
 
 /** Opens the database that the configuration names. For PGlite on disk, the directory is locked first. */
 export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHandle> {
@@ -40,7 +52,7 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
 
   const unlock = config.kind === 'pglite' ? lockDataDir(config.dataDir) : () => {};
   try {
-    const pglite = await PGlite.create(config.kind === 'pglite' ? { dataDir: config.dataDir } : {});
+    const pglite = await PGlite.create(pgliteOptions(config));
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: new PGlitePool(pglite) }) });
     return {
       db,

@@ -1,0 +1,67 @@
+import autocannon from 'autocannon';
+
+export interface LoadOptions {
+  title: string;
+  url: string;
+  method?: 'GET' | 'POST';
+  headers?: Record<string, string>;
+  body?: string;
+  connections: number;
+  durationSeconds: number;
+}
+
+export interface LoadResult {
+  title: string;
+  requestsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  errors: number;
+  non2xx: number;
+  total: number;
+}
+
+/** Runs autocannon against one URL on loopback, with its progress bar, and returns the figures. */
+export async function runLoad(o: LoadOptions): Promise<LoadResult> {
+  if (!/^http:\/\/(127\.0\.0\.1|localhost|\[::1\])[:/]/.test(o.url))
+    throw new Error(`refusing to load ${o.url}: loopback only`);
+  process.stderr.write(`\n${o.title}\n`);
+  let instance!: autocannon.Instance;
+  const done = new Promise<autocannon.Result>((resolve, reject) => {
+    instance = autocannon(
+      {
+        url: o.url,
+        method: o.method ?? 'GET',
+        headers: o.headers ?? {},
+        ...(o.body !== undefined ? { body: o.body } : {}),
+        connections: o.connections,
+        duration: o.durationSeconds,
+      },
+      (err, result) => (err ? reject(err) : resolve(result)),
+    );
+  });
+  autocannon.track(instance, { renderResultsTable: false, renderLatencyTable: false, outputStream: process.stderr });
+  const result = await done;
+  return {
+    title: o.title,
+    requestsPerSecond: Math.round(result.requests.average),
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    errors: result.errors + result.timeouts,
+    non2xx: result.non2xx,
+    total: result.requests.total,
+  };
+}
+
+/** A Markdown table of results, each with its ratio to the first row (the ceiling). */
+export function resultTable(results: LoadResult[]): string {
+  const ceiling = results[0]?.requestsPerSecond ?? 1;
+  const rows = results.map(
+    (r) =>
+      `| ${r.title} | ${r.requestsPerSecond.toLocaleString('en-US')} | ${r.p50Ms} | ${r.p99Ms} | ${r.errors + r.non2xx} | ${(r.requestsPerSecond / ceiling).toFixed(2)} |`,
+  );
+  return [
+    '| case | req/s | p50 ms | p99 ms | errors | ratio to ceiling |',
+    '|---|---:|---:|---:|---:|---:|',
+    ...rows,
+  ].join('\n');
+}

@@ -1,0 +1,133 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { InjectOptions } from 'fastify';
+import t from 'tap';
+import { errorCodes, type OperationId, operationIds, operations } from '../generated/contract.ts';
+import { resolveJwtSecret } from '../src/auth/signing-key.ts';
+import type { AppContext } from '../src/context.ts';
+import { createServiceHandlers } from '../src/handlers/index.ts';
+import { specDocument } from '../src/spec.ts';
+import { buildTestApp } from './helpers/app.ts';
+import { assertErrorBody } from './helpers/error-body.ts';
+import { accessClaims, accessTokenFor, forgeJwt } from './helpers/tokens.ts';
+
+type SpecOperation = {
+  parameters?: Array<{ $ref?: string; in?: string; name?: string }>;
+  requestBody?: unknown;
+};
+const paths = specDocument.paths as Record<string, Record<string, SpecOperation>>;
+const specOperation = (id: OperationId): SpecOperation => {
+  const op = operations[id];
+  return paths[op.path]?.[op.method.toLowerCase()] as SpecOperation;
+};
+
+t.test('every operationId in openapi.yaml has exactly one handler, and nothing else does', async (t) => {
+  const handlers = createServiceHandlers({} as AppContext);
+  t.same(Object.keys(handlers).sort(), [...operationIds].sort());
+  for (const id of operationIds) t.type(handlers[id], 'function', `${id} is a function`);
+});
+
+t.test('every route of the contract is registered with its method', async (t) => {
+  const { app } = await buildTestApp(t);
+  for (const id of operationIds) {
+    const { method, path } = operations[id];
+    t.ok(app.hasRoute({ method, url: path }), `${method} ${path} (${id})`);
+  }
+});
+
+t.test("every error code the code can produce is in the spec's ErrorCode enum", async (t) => {
+  const srcDir = path.resolve(import.meta.dirname, '..', 'src');
+  const files = readdirSync(srcDir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'));
+  const found = new Set<string>();
+  for (const file of files) {
+    const text = readFileSync(path.join(srcDir, file), 'utf8');
+    for (const m of text.matchAll(/new ApiError\(\s*\d{3},\s*'([A-Z_]+)'/g)) found.add(m[1] as string);
+    for (const m of text.matchAll(/\berror: '([A-Z_]+)'/g)) found.add(m[1] as string);
+    for (const m of text.matchAll(/^\s+\d{3}: '([A-Z_]+)',$/gm)) found.add(m[1] as string);
+  }
+  t.ok(found.size >= 10, `found ${found.size} codes in src/`);
+  for (const code of found) t.ok((errorCodes as readonly string[]).includes(code), `${code} is in the enum`);
+});
+
+// A request to each operation that breaks its declared input, sent with a valid token where one is needed.
+function malformedRequest(id: OperationId, token: string): InjectOptions | undefined {
+  const { method, path, secured } = operations[id];
+  const op = specOperation(id);
+  const headers: Record<string, string> = secured ? { authorization: `Bearer ${token}` } : {};
+  if (op.requestBody !== undefined) {
+    return { method, url: path, headers, payload: { unexpectedField: true } } as InjectOptions;
+  }
+  const queryParameter = (op.parameters ?? []).find((p) => p.$ref?.includes('parameters/') || p.in === 'query');
+  if (queryParameter !== undefined) {
+    return { method, url: `${path}?limit=not-a-number&offset=-1&client_type=tv`, headers } as InjectOptions;
+  }
+  return undefined;
+}
+
+t.test('a malformed request to each operation that takes input gets 400 in the Error schema', async (t) => {
+  const { app } = await buildTestApp(t);
+  const token = accessTokenFor(app, 'admin');
+  const withoutInput: string[] = [];
+  for (const id of operationIds) {
+    const request = malformedRequest(id, token);
+    if (request === undefined) {
+      withoutInput.push(id);
+      continue;
+    }
+    const res = await app.inject(request);
+    assertErrorBody(t, res, 400, 'INVALID_INPUT');
+  }
+  t.same(
+    withoutInput.sort(),
+    ['getCurrentSession', 'getHealth', 'getRealtimePermissions'],
+    'only operations with no parameters and no body are exempt',
+  );
+});
+
+t.test('secured operations refuse a missing, malformed, foreign-key or refresh-typed token', async (t) => {
+  const { app, config, database } = await buildTestApp(t);
+  const secured = operationIds.filter((id) => operations[id].secured);
+  t.same(secured.sort(), ['createEmbeddings', 'getCurrentSession', 'getRealtimePermissions', 'listUsers'].sort());
+  const secret = await resolveJwtSecret(config, database.handle.db);
+  const now = Math.floor(Date.now() / 1000);
+  const tokens: Array<[string, string | undefined, string]> = [
+    ['missing', undefined, 'UNAUTHORIZED'],
+    ['not a JWT', 'Bearer not-a-token', 'UNAUTHORIZED'],
+    ['alg none', `Bearer ${forgeJwt(null, accessClaims(now), 'none')}`, 'UNAUTHORIZED'],
+    ['signed with another key', `Bearer ${forgeJwt('x'.repeat(32), accessClaims(now))}`, 'UNAUTHORIZED'],
+    ['HS512 with the right key', `Bearer ${forgeJwt(secret, accessClaims(now), 'HS512')}`, 'UNAUTHORIZED'],
+    [
+      'refresh token as access token',
+      `Bearer ${forgeJwt(secret, accessClaims(now, { token_use: 'refresh' }))}`,
+      'UNAUTHORIZED',
+    ],
+    ['another audience', `Bearer ${forgeJwt(secret, accessClaims(now, { aud: 'elsewhere' }))}`, 'UNAUTHORIZED'],
+    ['another issuer', `Bearer ${forgeJwt(secret, accessClaims(now, { iss: 'elsewhere' }))}`, 'UNAUTHORIZED'],
+    ['expired', `Bearer ${forgeJwt(secret, accessClaims(now - 3600))}`, 'TOKEN_EXPIRED'],
+    ['Basic scheme', 'Basic dXNlcjpwYXNz', 'UNAUTHORIZED'],
+  ];
+  const valid = forgeJwt(secret, accessClaims(now));
+  const control = await app.inject({
+    url: '/api/auth/sessions/current',
+    headers: { authorization: `Bearer ${valid}` },
+  });
+  t.not(
+    control.statusCode,
+    401,
+    'the same forging helper makes a token that passes, so the refusals below are meaningful',
+  );
+  for (const id of secured) {
+    const { method, path } = operations[id];
+    for (const [label, authorization, code] of tokens) {
+      const res = await app.inject({
+        method,
+        url: path,
+        headers: authorization === undefined ? {} : { authorization },
+        ...(method === 'POST' ? { payload: { model: 'local/x', input: 'hi' } } : {}),
+      } as InjectOptions);
+      t.test(`${id}: ${label}`, async (t) => {
+        assertErrorBody(t, res, 401, code);
+      });
+    }
+  }
+});

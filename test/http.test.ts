@@ -1,0 +1,144 @@
+import { Writable } from 'node:stream';
+import t from 'tap';
+import { buildApp } from '../src/app.ts';
+import { loadConfig } from '../src/config.ts';
+import { buildTestApp } from './helpers/app.ts';
+import { createTestDatabase } from './helpers/database.ts';
+import { assertErrorBody } from './helpers/error-body.ts';
+
+t.test('HTTP behaviour shared by every route', async (t) => {
+  const { app } = await buildTestApp(t);
+
+  t.test('GET /api/health answers 200 when the database answers', async (t) => {
+    const res = await app.inject({ url: '/api/health' });
+    t.equal(res.statusCode, 200);
+    const body = res.json();
+    t.equal(body.status, 'ok');
+    t.equal(body.database, 'up');
+    t.match(body.version, /^\d+\.\d+\.\d+/);
+    t.type(body.uptimeSeconds, 'number');
+  });
+
+  t.test('every response carries a request id, and a sane given one is kept', async (t) => {
+    const res = await app.inject({ url: '/api/health' });
+    t.match(res.headers['x-request-id'], /^[0-9a-f-]{36}$/);
+    const given = await app.inject({ url: '/api/health', headers: { 'x-request-id': 'trace-abc.1' } });
+    t.equal(given.headers['x-request-id'], 'trace-abc.1');
+    const hostile = await app.inject({ url: '/api/health', headers: { 'x-request-id': 'a b\u0000c' } });
+    t.not(hostile.headers['x-request-id'], 'a b\u0000c', 'an unsafe id is replaced');
+  });
+
+  t.test('unknown route: 404 in the Error schema', async (t) => {
+    const body = assertErrorBody(t, await app.inject({ url: '/api/nothing-here' }), 404, 'NOT_FOUND');
+    t.match(body.message, /GET \/api\/nothing-here/);
+  });
+
+  t.test('known path, wrong method: 405 with Allow', async (t) => {
+    const res = await app.inject({ method: 'DELETE', url: '/api/auth/users' });
+    assertErrorBody(t, res, 405, 'METHOD_NOT_ALLOWED');
+    t.equal(res.headers.allow, 'GET, POST');
+  });
+
+  t.test('an undeclared content type: 415', async (t) => {
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml']) {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/api/auth/users',
+        headers: { 'content-type': type },
+        payload: 'email=a@b.co',
+      });
+      assertErrorBody(t, res, 415, 'UNSUPPORTED_MEDIA_TYPE');
+    }
+  });
+
+  t.test('an oversized body: 413', async (t) => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/auth/users',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({ email: 'a@b.co', password: 'x'.repeat(2 * 1024 * 1024) }),
+    });
+    assertErrorBody(t, res, 413, 'PAYLOAD_TOO_LARGE');
+  });
+
+  t.test('invalid JSON, an empty JSON body and a missing required body: 400', async (t) => {
+    const json = { 'content-type': 'application/json' };
+    const bad = await app.inject({ method: 'POST', url: '/api/auth/users', headers: json, payload: '{"email":' });
+    t.match(assertErrorBody(t, bad, 400, 'INVALID_INPUT').message, /not valid JSON/);
+    const empty = await app.inject({ method: 'POST', url: '/api/auth/users', headers: json, payload: '' });
+    assertErrorBody(t, empty, 400, 'INVALID_INPUT');
+    const missing = await app.inject({ method: 'POST', url: '/api/auth/users' });
+    t.match(assertErrorBody(t, missing, 400, 'INVALID_INPUT').message, /body is required/);
+  });
+
+  t.test('validation errors name the field and say why', async (t) => {
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ password: 'abcdefgh' }, /^body\.email is required$/],
+      [{ email: 'not-an-email', password: 'abcdefgh' }, /^body\.email must be a valid email$/],
+      [{ email: 'a@b.co', password: 'short' }, /^body\.password must NOT have fewer than 8 characters$/],
+      [{ email: 'a@b.co', password: 'abcdefgh', role: 'admin' }, /^body\.role is not an accepted field$/],
+      [{ email: 42, password: 'abcdefgh' }, /^body\.email must be string$/],
+    ];
+    for (const [payload, message] of cases) {
+      const res = await app.inject({ method: 'POST', url: '/api/auth/users', payload });
+      t.match(assertErrorBody(t, res, 400, 'INVALID_INPUT').message, message, JSON.stringify(payload));
+    }
+    const query = await app.inject({
+      method: 'POST',
+      url: '/api/auth/email/verify?client_type=tv',
+      payload: { otp: '123456', email: 'a@b.co' },
+    });
+    t.match(assertErrorBody(t, query, 400).message, /^query\.client_type must be one of: web, mobile, desktop$/);
+  });
+
+  t.test('types are not coerced: a number where the spec says string is rejected', async (t) => {
+    const res = await app.inject({ method: 'POST', url: '/api/auth/email/verify', payload: { otp: 123456 } });
+    t.match(assertErrorBody(t, res, 400, 'INVALID_INPUT').message, /^body\.otp must be string$/);
+  });
+
+  t.test('the docs page and the spec are served', async (t) => {
+    const docs = await app.inject({ url: '/docs' });
+    t.equal(docs.statusCode, 200);
+    t.match(docs.headers['content-type'], /text\/html/);
+    const json = await app.inject({ url: '/openapi.json' });
+    t.equal(json.statusCode, 200);
+    t.equal(json.json().openapi, '3.1.0');
+    const yaml = await app.inject({ url: '/openapi.yaml' });
+    t.equal(yaml.statusCode, 200);
+    t.match(yaml.headers['content-type'], /yaml/);
+    t.match(yaml.body, /^openapi: 3\.1\.0/m);
+  });
+});
+
+t.test('a 5xx is logged with its request id and never shows internals', async (t) => {
+  const database = await createTestDatabase();
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(String(chunk));
+      done();
+    },
+  });
+  const app = await buildApp(loadConfig({ NODE_ENV: 'test', DATABASE_URL: database.url }), {
+    database: database.handle,
+    logger: { level: 'error', stream },
+  });
+  t.teardown(async () => {
+    await app.close();
+    await database.drop();
+  });
+  app.get('/test-only/explode', async () => {
+    await database.handle.db
+      .selectFrom('no_such_table' as never)
+      .selectAll()
+      .execute();
+    return {};
+  });
+  const res = await app.inject({ url: '/test-only/explode', headers: { 'x-request-id': 'req-500-check' } });
+  const body = assertErrorBody(t, res, 500, 'INTERNAL_ERROR');
+  t.equal(body.message, 'Internal server error');
+  t.notMatch(res.body, /no_such_table|relation|select/i, 'no SQL or table names leak to the client');
+  const logged = lines.map((l) => JSON.parse(l)).find((l) => l.reqId === 'req-500-check');
+  t.ok(logged, 'the failure is logged under the request id');
+  t.match(logged?.err?.message, /no_such_table/, 'the log keeps the real cause');
+});
