@@ -4,20 +4,26 @@ import fastifyJwt from '@fastify/jwt';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { LoggerOptions } from 'pino';
 import { jwtOptions } from './auth/access-token.ts';
+import { createAuthService } from './auth/auth-service.ts';
+import { deriveKeys } from './auth/crypto.ts';
 import { resolveJwtSecret } from './auth/signing-key.ts';
+import { registerVerifyEmailPage } from './auth/verify-email-page.ts';
+import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { AppContext } from './context.ts';
 import { registerContractDocs, registerContractRoutes } from './contract-routes.ts';
 import type { DatabaseHandle } from './db/database.ts';
 import { errorHandler, notFoundHandler } from './errors.ts';
+import { createMailer } from './mail/mailer.ts';
+import { registerRateLimits } from './rate-limits.ts';
 
 export interface AppDeps {
   database: DatabaseHandle;
+  /** The source of "now" (tests move it); the system clock by default. */
+  clock?: Clock;
   /** Overrides for Fastify's logger (tests pass false, or a stream to read what was logged). */
   logger?: boolean | (LoggerOptions & { stream?: NodeJS.WritableStream });
 }
-
-const ACCESS_TOKEN_TTL_SECONDS = 15 * 60;
 
 function loggerOptions(config: Readonly<Config>): LoggerOptions {
   return {
@@ -43,6 +49,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
       return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
     },
     bodyLimit: 1024 * 1024,
+    trustProxy: config.trustProxy,
     ajv: {
       customOptions: {
         // Reject what the spec does not allow instead of quietly changing it.
@@ -55,13 +62,6 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     },
   });
 
-  const ctx: AppContext = {
-    config,
-    db: deps.database.db,
-    databaseKind: deps.database.kind,
-    startedAt: Date.now(),
-  };
-
   // Only application/json is declared in the spec: anything else is 415, never an unvalidated body.
   app.removeContentTypeParser('text/plain');
   app.setErrorHandler(errorHandler);
@@ -70,10 +70,30 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     reply.header('x-request-id', request.id);
   });
 
+  const db = deps.database.db;
+  const clock = deps.clock ?? systemClock;
+  const secret = await resolveJwtSecret(config, db);
   await app.register(fastifyCookie);
-  await app.register(fastifyJwt, jwtOptions(await resolveJwtSecret(config, ctx.db), ACCESS_TOKEN_TTL_SECONDS));
+  await app.register(fastifyJwt, jwtOptions(secret, config.accessTokenTtlSeconds));
+
+  const mailer = createMailer(config, app.log);
+  app.addHook('onClose', async () => mailer.close());
+  const auth = createAuthService({
+    db,
+    config,
+    clock,
+    mailer,
+    keys: deriveKeys(secret),
+    signAccessToken: (claims) => app.jwt.sign(claims),
+    log: app.log,
+  });
+  await auth.ensureAdmin();
+  const ctx: AppContext = { config, db, databaseKind: deps.database.kind, clock, auth, startedAt: Date.now() };
+
+  await registerRateLimits(app, config);
 
   await registerContractDocs(app);
+  registerVerifyEmailPage(app);
   await registerContractRoutes(app, ctx);
 
   return app;

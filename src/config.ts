@@ -19,6 +19,25 @@ const databaseUrl = z
     message: 'must be postgres://user:password@host:port/database or memory://',
   });
 
+const seconds = z.coerce
+  .number({ error: 'must be a whole number of seconds (at least 1)' })
+  .int('must be a whole number of seconds (at least 1)')
+  .min(1, 'must be a whole number of seconds (at least 1)');
+
+const count = z.coerce
+  .number({ error: 'must be a whole number (at least 1)' })
+  .int('must be a whole number (at least 1)')
+  .min(1, 'must be a whole number (at least 1)');
+
+const flag = z
+  .enum(['true', 'false', '1', '0'], { error: 'must be true or false' })
+  .transform((v) => v === 'true' || v === '1');
+
+const httpUrl = z
+  .string()
+  .regex(/^https?:\/\/[^\s]+$/, 'must be an http:// or https:// URL')
+  .transform((v) => v.replace(/\/+$/, ''));
+
 const envSchema = z.object({
   NODE_ENV: z
     .enum(['development', 'production', 'test'], { error: 'must be development, production or test' })
@@ -33,6 +52,37 @@ const envSchema = z.object({
     })
     .default('info'),
   JWT_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  ACCESS_TOKEN_TTL_SECONDS: seconds.default(15 * 60),
+  REFRESH_TOKEN_TTL_SECONDS: seconds.default(30 * 24 * 3600),
+  PUBLIC_URL: httpUrl.optional(),
+  EMAIL_VERIFY_URL: httpUrl.optional(),
+  AUTH_REDIRECT_URL: httpUrl.optional(),
+  REQUIRE_EMAIL_VERIFICATION: flag.default(true),
+  EMAIL_OTP_TTL_SECONDS: seconds.default(10 * 60),
+  EMAIL_LINK_TTL_SECONDS: seconds.default(10 * 60),
+  SMTP_URL: z
+    .string()
+    .regex(/^smtps?:\/\/.+/, 'must be smtp://user:password@host:port or smtps://…')
+    .optional(),
+  MAIL_FROM: z
+    .string()
+    .min(3, 'must be an address such as "Accounts <no-reply@example.com>"')
+    .default('Accounts <no-reply@localhost>'),
+  ADMIN_EMAIL: z.email('must be an email address').optional(),
+  ADMIN_PASSWORD: z.string().min(8, 'must be 8 to 256 characters').max(256, 'must be 8 to 256 characters').optional(),
+  COOKIE_SECURE: flag.default(true),
+  TRUST_PROXY: flag.default(false),
+  REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\/.+/, 'must be redis://host:port or rediss://…')
+    .optional(),
+  REDIS_KEY_PREFIX: z.string().max(64, 'must be at most 64 characters').default('accounts:'),
+  RATE_LIMIT_WINDOW_SECONDS: seconds.default(5 * 60),
+  RATE_LIMIT_VERIFY: count.default(30),
+  RATE_LIMIT_SIGN_IN: count.default(30),
+  RATE_LIMIT_SIGN_UP: count.default(10),
+  RATE_LIMIT_SEND_VERIFICATION: count.default(5),
+  RATE_LIMIT_REFRESH: count.default(150),
 });
 
 export type Env = Record<string, string | undefined>;
@@ -52,6 +102,35 @@ export interface Config {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Signing key for access tokens; when absent outside production one is generated and kept in the database. */
   jwtSecret: string | undefined;
+  accessTokenTtlSeconds: number;
+  refreshTokenTtlSeconds: number;
+  /** Where the service is reached from outside, without a trailing slash. */
+  publicUrl: string;
+  /** The page that verification links point to; `?token=<64 hex>` is appended. */
+  emailVerifyUrl: string;
+  /** Where clients go after verifying, reported as redirectTo; undefined means no redirect. */
+  authRedirectUrl: string | undefined;
+  requireEmailVerification: boolean;
+  emailOtpTtlSeconds: number;
+  emailLinkTtlSeconds: number;
+  /** SMTP server for outgoing mail; undefined (development only) writes messages to the log instead. */
+  smtpUrl: string | undefined;
+  mailFrom: string;
+  /** An administrator account kept in place at every start. */
+  admin: { email: string; password: string } | undefined;
+  cookieSecure: boolean;
+  trustProxy: boolean;
+  redisUrl: string | undefined;
+  /** Prefix of every Redis key this service writes. */
+  redisKeyPrefix: string;
+  rateLimits: {
+    windowSeconds: number;
+    verify: number;
+    signIn: number;
+    signUp: number;
+    sendVerification: number;
+    refresh: number;
+  };
 }
 
 function databaseFrom(url: string | undefined, dataDir: string): DatabaseConfig {
@@ -69,14 +148,24 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     const issue = parsed.error.issues[0];
     const name = String(issue?.path[0] ?? 'environment');
     const value = present[name];
-    const shown = value === undefined || name === 'JWT_SECRET' ? '' : ` (got ${JSON.stringify(value)})`;
+    const secret = /SECRET|PASSWORD|SMTP_URL|REDIS_URL|DATABASE_URL/.test(name);
+    const shown = value === undefined || secret ? '' : ` (got ${JSON.stringify(value)})`;
     throw new ConfigError(`${name} ${issue?.message ?? 'is invalid'}${shown}`);
   }
   const e = parsed.data;
   if (e.NODE_ENV === 'production' && e.JWT_SECRET === undefined) {
     throw new ConfigError('JWT_SECRET is required when NODE_ENV=production (at least 32 characters)');
   }
+  if (e.NODE_ENV === 'production' && e.SMTP_URL === undefined) {
+    throw new ConfigError('SMTP_URL is required when NODE_ENV=production (smtp://user:password@host:port)');
+  }
+  if ((e.ADMIN_EMAIL === undefined) !== (e.ADMIN_PASSWORD === undefined)) {
+    throw new ConfigError(
+      `${e.ADMIN_EMAIL === undefined ? 'ADMIN_EMAIL' : 'ADMIN_PASSWORD'} must be set together with the other`,
+    );
+  }
   const dataDir = path.resolve(e.DATA_DIR);
+  const publicUrl = e.PUBLIC_URL ?? `http://${e.HOST === '0.0.0.0' ? '127.0.0.1' : e.HOST}:${e.PORT}`;
   return Object.freeze({
     nodeEnv: e.NODE_ENV,
     port: e.PORT,
@@ -85,5 +174,31 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     dataDir,
     logLevel: e.LOG_LEVEL,
     jwtSecret: e.JWT_SECRET,
+    accessTokenTtlSeconds: e.ACCESS_TOKEN_TTL_SECONDS,
+    refreshTokenTtlSeconds: e.REFRESH_TOKEN_TTL_SECONDS,
+    publicUrl,
+    emailVerifyUrl: e.EMAIL_VERIFY_URL ?? `${publicUrl}/auth/verify-email`,
+    authRedirectUrl: e.AUTH_REDIRECT_URL,
+    requireEmailVerification: e.REQUIRE_EMAIL_VERIFICATION,
+    emailOtpTtlSeconds: e.EMAIL_OTP_TTL_SECONDS,
+    emailLinkTtlSeconds: e.EMAIL_LINK_TTL_SECONDS,
+    smtpUrl: e.SMTP_URL,
+    mailFrom: e.MAIL_FROM,
+    admin:
+      e.ADMIN_EMAIL !== undefined && e.ADMIN_PASSWORD !== undefined
+        ? Object.freeze({ email: e.ADMIN_EMAIL.toLowerCase(), password: e.ADMIN_PASSWORD })
+        : undefined,
+    cookieSecure: e.COOKIE_SECURE,
+    trustProxy: e.TRUST_PROXY,
+    redisUrl: e.REDIS_URL,
+    redisKeyPrefix: e.REDIS_KEY_PREFIX,
+    rateLimits: Object.freeze({
+      windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS,
+      verify: e.RATE_LIMIT_VERIFY,
+      signIn: e.RATE_LIMIT_SIGN_IN,
+      signUp: e.RATE_LIMIT_SIGN_UP,
+      sendVerification: e.RATE_LIMIT_SEND_VERIFICATION,
+      refresh: e.RATE_LIMIT_REFRESH,
+    }),
   });
 }

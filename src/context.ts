@@ -1,12 +1,16 @@
 import type { Kysely } from 'kysely';
+import type { AuthService } from './auth/auth-service.ts';
+import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { DatabaseKind } from './db/database.ts';
 import type { Database } from './db/schema.ts';
 
-/** What handlers and services are given: the configuration and the open database. */
+/** What handlers are given: configuration, the open database, the clock and the domain services. */
 export interface AppContext {
   config: Readonly<Config>;
   db: Kysely<Database>;
   databaseKind: DatabaseKind;
+  clock: Clock;
+  auth: AuthService;
   startedAt: number;
 }

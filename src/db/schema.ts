@@ -8,9 +8,75 @@ export interface AppSettingsTable {
   updated_at: ColumnType<Date, never, Date>;
 }
 
+export type Role = 'user' | 'admin';
+export type ClientType = 'web' | 'mobile' | 'desktop';
+
+export interface Profile {
+  name: string | null;
+  avatar_url: string | null;
+}
+
+export interface UsersTable {
+  id: Generated<string>;
+  email: string;
+  password_hash: string | null;
+  profile: ColumnType<Profile, Profile | undefined, Profile>;
+  metadata: ColumnType<Record<string, unknown>, Record<string, unknown> | undefined, Record<string, unknown>>;
+  email_verified: ColumnType<boolean, boolean | undefined, boolean>;
+  role: ColumnType<Role, Role | undefined, Role>;
+  created_at: ColumnType<Date, Date | undefined, never>;
+  updated_at: ColumnType<Date, Date | undefined, Date>;
+}
+
+export interface UserProvidersTable {
+  user_id: string;
+  provider: string;
+  provider_account_id: string;
+  created_at: ColumnType<Date, Date | undefined, never>;
+}
+
+export interface EmailVerificationsTable {
+  user_id: string;
+  code_hmac: string;
+  token_hash: string;
+  code_expires_at: Date;
+  token_expires_at: Date;
+  failed_attempts: ColumnType<number, number | undefined, number>;
+  consumed_at: Date | null;
+  created_at: ColumnType<Date, Date | undefined, Date>;
+}
+
+export interface EmailSendLogTable {
+  email: string;
+  last_sent_at: Date;
+}
+
+export interface SessionsTable {
+  id: Generated<string>;
+  user_id: string;
+  refresh_token_hash: string;
+  client_type: ClientType;
+  created_at: Date;
+  last_used_at: Date;
+  expires_at: Date;
+  revoked_at: Date | null;
+  user_agent: string | null;
+  ip: string | null;
+}
+
+export interface RotatedRefreshTokensTable {
+  token_hash: string;
+  session_id: string;
+  rotated_at: Date;
+}
+
 /** The tables Kysely knows about; one entry per table, named as in SQL. */
 export interface Database {
   app_settings: AppSettingsTable;
+  users: UsersTable;
+  user_providers: UserProvidersTable;
+  email_verifications: EmailVerificationsTable;
+  email_send_log: EmailSendLogTable;
+  sessions: SessionsTable;
+  rotated_refresh_tokens: RotatedRefreshTokensTable;
 }
-
-export type { Generated };

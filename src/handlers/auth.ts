@@ -1,5 +1,9 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ClientInfo, IssuedSession } from '../auth/auth-service.ts';
+import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
-import { notImplemented } from './not-implemented.ts';
+import type { ClientType } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
 import type { HandlersFor } from './types.ts';
 
 type AuthOperations =
@@ -11,15 +15,101 @@ type AuthOperations =
   | 'logout'
   | 'getCurrentSession';
 
-/** Handlers of the `auth` tag. */
-export function authHandlers(_ctx: AppContext): HandlersFor<AuthOperations> {
+/** The web client's refresh-token cookie, scoped to the auth endpoints. */
+export const REFRESH_COOKIE = 'refresh_token';
+const COOKIE_PATH = '/api/auth';
+
+function clientInfo(request: FastifyRequest, clientType: ClientType | undefined): ClientInfo {
+  return { clientType: clientType ?? 'web', userAgent: request.headers['user-agent'] ?? null, ip: request.ip };
+}
+
+function cookieOptions(config: Readonly<Config>, maxAge: number) {
+  return { httpOnly: true, secure: config.cookieSecure, sameSite: 'lax' as const, path: COOKIE_PATH, maxAge };
+}
+
+/** The spec's Session result; for web the refresh token goes into the cookie and the body carries the CSRF token. */
+function sessionResult(config: Readonly<Config>, reply: FastifyReply, issued: IssuedSession) {
+  const web = issued.clientType === 'web';
+  if (web) reply.setCookie(REFRESH_COOKIE, issued.refreshToken, cookieOptions(config, config.refreshTokenTtlSeconds));
   return {
-    createUser: async () => notImplemented(),
-    createSession: async () => notImplemented(),
-    sendVerificationEmail: async () => notImplemented(),
-    verifyEmail: async () => notImplemented(),
-    refreshSession: async () => notImplemented(),
-    logout: async () => notImplemented(),
-    getCurrentSession: async () => notImplemented(),
+    user: issued.user,
+    accessToken: issued.accessToken,
+    csrfToken: web ? issued.csrfToken : null,
+    refreshToken: web ? null : issued.refreshToken,
+    ...(config.authRedirectUrl !== undefined ? { redirectTo: config.authRedirectUrl } : {}),
+  };
+}
+
+/** The refresh token a client presents: the cookie for web, the body for mobile and desktop. */
+function presentedRefreshToken(
+  request: FastifyRequest,
+  clientType: ClientType,
+  body: { refreshToken?: string } | undefined,
+) {
+  const token = clientType === 'web' ? request.cookies[REFRESH_COOKIE] : body?.refreshToken;
+  if (token === undefined || token === '') {
+    throw new ApiError(
+      401,
+      'REFRESH_TOKEN_INVALID',
+      clientType === 'web' ? 'The refresh_token cookie is missing' : 'body.refreshToken is required',
+    );
+  }
+  return token;
+}
+
+/** Handlers of the `auth` tag. */
+export function authHandlers(ctx: AppContext): HandlersFor<AuthOperations> {
+  const { auth, config } = ctx;
+  return {
+    async createUser(request, reply) {
+      const outcome = await auth.signUp(request.body, clientInfo(request, request.query.client_type));
+      if (outcome.kind === 'verification-required') {
+        reply.code(202);
+        return { requireEmailVerification: true as const };
+      }
+      reply.code(201);
+      return sessionResult(config, reply, outcome.session);
+    },
+
+    async createSession(request, reply) {
+      return sessionResult(
+        config,
+        reply,
+        await auth.signIn(request.body, clientInfo(request, request.query.client_type)),
+      );
+    },
+
+    async sendVerificationEmail(request, reply) {
+      await auth.sendVerification(request.body.email);
+      reply.code(202);
+      return { message: 'If the address belongs to an account that still needs verification, an email is on its way.' };
+    },
+
+    async verifyEmail(request, reply) {
+      return sessionResult(
+        config,
+        reply,
+        await auth.verifyEmail(request.body, clientInfo(request, request.query.client_type)),
+      );
+    },
+
+    async refreshSession(request, reply) {
+      const client = clientInfo(request, request.query.client_type);
+      const token = presentedRefreshToken(request, client.clientType, request.body);
+      return sessionResult(config, reply, await auth.refresh(token, client, request.headers['x-csrf-token']));
+    },
+
+    async logout(request, reply) {
+      const client = clientInfo(request, request.query.client_type);
+      const token = presentedRefreshToken(request, client.clientType, request.body);
+      await auth.logout(token, client, request.headers['x-csrf-token']);
+      if (client.clientType === 'web') reply.clearCookie(REFRESH_COOKIE, cookieOptions(config, 0));
+      reply.code(204);
+      return undefined;
+    },
+
+    async getCurrentSession(request) {
+      return { user: await auth.currentUser(request.user.sub) };
+    },
   } satisfies HandlersFor<AuthOperations>;
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.ts';
+import type { Clock } from '../../src/clock.ts';
 import { type Config, type Env, loadConfig } from '../../src/config.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 
@@ -13,11 +14,26 @@ export interface TestApp {
   database: TestDatabase;
 }
 
+export interface TestAppOptions {
+  /** Environment variables on top of the test defaults (NODE_ENV=test, silent logs, plain-http cookies). */
+  env?: Env;
+  clock?: Clock;
+}
+
 /** A fresh app on a fresh, migrated database, closed and dropped when the test `t` ends. */
-export async function buildTestApp(t: Teardown, env: Env = {}): Promise<TestApp> {
+export async function buildTestApp(t: Teardown, options: TestAppOptions = {}): Promise<TestApp> {
   const database = await createTestDatabase();
-  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATABASE_URL: database.url, ...env });
-  const app = await buildApp(config, { database: database.handle, logger: false });
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'silent',
+    DATABASE_URL: database.url,
+    ...options.env,
+  });
+  const app = await buildApp(config, {
+    database: database.handle,
+    logger: false,
+    ...(options.clock ? { clock: options.clock } : {}),
+  });
   await app.ready();
   t.teardown(async () => {
     await app.close();

@@ -1,0 +1,84 @@
+import { createHash, createHmac, hkdfSync, randomBytes, randomInt, scrypt, timingSafeEqual } from 'node:crypto';
+
+/** Keys derived from the one server secret, one per purpose, so that no value can pass for another. */
+export interface DerivedKeys {
+  otp: Buffer;
+  csrf: Buffer;
+}
+
+export function deriveKeys(secret: string): DerivedKeys {
+  const derive = (purpose: string) => Buffer.from(hkdfSync('sha256', secret, 'accounts-service', purpose, 32));
+  return { otp: derive('email-otp'), csrf: derive('csrf') };
+}
+
+/** A 6-digit code from the CSPRNG, leading zeros kept. */
+export function newOtpCode(): string {
+  return String(randomInt(0, 1_000_000)).padStart(6, '0');
+}
+
+/** 32 random bytes as 64 lowercase hex characters (magic-link tokens). */
+export function newHexToken(): string {
+  return randomBytes(32).toString('hex');
+}
+
+/** 32 random bytes, base64url (refresh tokens). */
+export function newOpaqueToken(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+export function sha256Hex(value: string): string {
+  return createHash('sha256').update(value).digest('hex');
+}
+
+export function hmacHex(key: Buffer, value: string): string {
+  return createHmac('sha256', key).update(value).digest('hex');
+}
+
+/** Equality of two strings in time that depends only on their lengths. */
+export function constantTimeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  if (x.length !== y.length) {
+    timingSafeEqual(x, x);
+    return false;
+  }
+  return timingSafeEqual(x, y);
+}
+
+// scrypt with N=2^15, r=8, p=1 (32 MiB per hash), 16-byte salt, 32-byte key: OWASP's minimum
+// parameters for scrypt. Stored as scrypt$N$r$p$salt$key so that parameters can change later.
+const SCRYPT = { N: 2 ** 15, r: 8, p: 1, keyLength: 32, maxmem: 64 * 1024 * 1024 };
+
+function scryptAsync(password: string, salt: Buffer, N: number, r: number, p: number, keyLength: number) {
+  return new Promise<Buffer>((resolve, reject) =>
+    scrypt(password, salt, keyLength, { N, r, p, maxmem: SCRYPT.maxmem }, (err, key) =>
+      err ? reject(err) : resolve(key),
+    ),
+  );
+}
+
+/** A memory-hard hash of a password with its own random salt. */
+export async function hashPassword(password: string): Promise<string> {
+  const salt = randomBytes(16);
+  const key = await scryptAsync(password, salt, SCRYPT.N, SCRYPT.r, SCRYPT.p, SCRYPT.keyLength);
+  return `scrypt$${SCRYPT.N}$${SCRYPT.r}$${SCRYPT.p}$${salt.toString('base64url')}$${key.toString('base64url')}`;
+}
+
+/** Checks a password against a stored hash in constant time; a malformed hash never matches. */
+export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+  const [scheme, n, r, p, salt, key] = stored.split('$');
+  if (scheme !== 'scrypt' || !n || !r || !p || !salt || !key) return false;
+  const expected = Buffer.from(key, 'base64url');
+  const actual = await scryptAsync(
+    password,
+    Buffer.from(salt, 'base64url'),
+    Number(n),
+    Number(r),
+    Number(p),
+    expected.length,
+  );
+  return timingSafeEqual(actual, expected);
+}
+
+/** A hash to check against when the account does not exist, so that the answer takes as long. */
+export const dummyPasswordHash: Promise<string> = hashPassword(randomBytes(16).toString('hex'));

@@ -1,0 +1,76 @@
+import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
+import type { Database, Role, UsersTable } from '../schema.ts';
+
+type Db = Kysely<Database> | Transaction<Database>;
+
+export type UserRow = Selectable<UsersTable> & { providers: string[] };
+
+const withProviders = sql<
+  string[]
+>`array(select p.provider from user_providers p where p.user_id = users.id order by p.provider)::text[]`;
+
+/** A user with the providers it can sign in with, by lower-cased email. */
+export async function findUserByEmail(db: Db, email: string): Promise<UserRow | undefined> {
+  return db
+    .selectFrom('users')
+    .selectAll()
+    .select(withProviders.as('providers'))
+    .where('email', '=', email)
+    .executeTakeFirst();
+}
+
+export async function findUserById(db: Db, id: string): Promise<UserRow | undefined> {
+  return db
+    .selectFrom('users')
+    .selectAll()
+    .select(withProviders.as('providers'))
+    .where('id', '=', id)
+    .executeTakeFirst();
+}
+
+/** Inserts a password account; returns undefined when the email is already taken. */
+export async function insertPasswordUser(
+  db: Db,
+  user: { email: string; passwordHash: string; name: string | null; emailVerified: boolean; role?: Role },
+): Promise<UserRow | undefined> {
+  const inserted = await db
+    .insertInto('users')
+    .values({
+      email: user.email,
+      password_hash: user.passwordHash,
+      profile: JSON.stringify({ name: user.name, avatar_url: null }) as never,
+      email_verified: user.emailVerified,
+      role: user.role ?? 'user',
+    })
+    .onConflict((oc) => oc.column('email').doNothing())
+    .returningAll()
+    .executeTakeFirst();
+  if (!inserted) return undefined;
+  await addProvider(db, inserted.id, 'email', inserted.email);
+  return { ...inserted, providers: ['email'] };
+}
+
+export async function addProvider(db: Db, userId: string, provider: string, accountId: string): Promise<void> {
+  await db
+    .insertInto('user_providers')
+    .values({ user_id: userId, provider, provider_account_id: accountId })
+    .onConflict((oc) => oc.columns(['user_id', 'provider']).doNothing())
+    .execute();
+}
+
+export async function markEmailVerified(db: Db, userId: string): Promise<void> {
+  await db.updateTable('users').set({ email_verified: true }).where('id', '=', userId).execute();
+}
+
+/** Creates the administrator or brings an existing account to admin, verified, with this password hash. */
+export async function upsertAdmin(db: Db, email: string, passwordHash: string): Promise<void> {
+  const row = await db
+    .insertInto('users')
+    .values({ email, password_hash: passwordHash, email_verified: true, role: 'admin' })
+    .onConflict((oc) =>
+      oc.column('email').doUpdateSet({ password_hash: passwordHash, email_verified: true, role: 'admin' }),
+    )
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  await addProvider(db, row.id, 'email', email);
+}

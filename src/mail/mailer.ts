@@ -1,0 +1,41 @@
+import type { FastifyBaseLogger } from 'fastify';
+import nodemailer from 'nodemailer';
+import type { Config } from '../config.ts';
+
+export interface MailMessage {
+  to: string;
+  subject: string;
+  text: string;
+  html: string;
+}
+
+/** Sends mail; the only outgoing side effect of the accounts flow. */
+export interface Mailer {
+  send(message: MailMessage): Promise<void>;
+  close(): void;
+}
+
+/**
+ * SMTP through nodemailer when SMTP_URL is set. Without it (never in production: config refuses)
+ * every message is written to the log, code and link included, with a warning that nothing is sent.
+ */
+export function createMailer(config: Readonly<Config>, log: FastifyBaseLogger): Mailer {
+  if (config.smtpUrl === undefined) {
+    return {
+      async send(message) {
+        log.warn(
+          { mail: { to: message.to, subject: message.subject, text: message.text } },
+          'SMTP_URL is not set: this email was NOT sent; its content is logged instead (development only)',
+        );
+      },
+      close() {},
+    };
+  }
+  const transport = nodemailer.createTransport(config.smtpUrl, { from: config.mailFrom });
+  return {
+    async send(message) {
+      await transport.sendMail({ from: config.mailFrom, ...message });
+    },
+    close: () => transport.close(),
+  };
+}

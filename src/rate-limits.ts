@@ -1,0 +1,56 @@
+import fastifyRateLimit from '@fastify/rate-limit';
+import type { FastifyInstance } from 'fastify';
+import { Redis } from 'ioredis';
+import type { Config } from './config.ts';
+
+/** Per-IP limits by operationId; every other operation is unlimited here. */
+function limitsByOperation(config: Readonly<Config>): Record<string, number> {
+  const l = config.rateLimits;
+  return {
+    verifyEmail: l.verify,
+    createSession: l.signIn,
+    createUser: l.signUp,
+    sendVerificationEmail: l.sendVerification,
+    refreshSession: l.refresh,
+  };
+}
+
+/**
+ * @fastify/rate-limit on the auth operations, per client IP (X-Forwarded-For only with TRUST_PROXY),
+ * in memory or, with REDIS_URL, in Redis so that every instance shares the counts. Must be called
+ * before the contract's routes are registered.
+ */
+export async function registerRateLimits(app: FastifyInstance, config: Readonly<Config>): Promise<void> {
+  const limits = limitsByOperation(config);
+  const timeWindow = config.rateLimits.windowSeconds * 1000;
+  // Runs before the plugin's own onRoute hook, which reads config.rateLimit.
+  app.addHook('onRoute', (route) => {
+    const operationId = (route.schema as { operationId?: string } | undefined)?.operationId;
+    const max = operationId === undefined ? undefined : limits[operationId];
+    if (max !== undefined) route.config = { ...(route.config as object), rateLimit: { max, timeWindow } } as never;
+  });
+  let redis: Redis | undefined;
+  if (config.redisUrl !== undefined) {
+    redis = new Redis(config.redisUrl, {
+      connectTimeout: 2000,
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+      lazyConnect: false,
+    });
+    redis.on('error', (err) => app.log.warn({ err: { message: err.message } }, 'redis error'));
+    app.addHook('onClose', async () => {
+      await redis?.quit().catch(() => redis?.disconnect());
+    });
+  }
+  await app.register(fastifyRateLimit, {
+    global: false,
+    ...(redis ? { redis, nameSpace: `${config.redisKeyPrefix}rate-limit:` } : {}),
+    // With Redis down, letting requests through beats refusing every sign-in.
+    skipOnError: true,
+    errorResponseBuilder: (_request, context) => ({
+      statusCode: 429,
+      error: 'RATE_LIMITED',
+      message: `Too many requests; try again in ${Math.ceil(context.ttl / 1000)} s`,
+    }),
+  });
+}

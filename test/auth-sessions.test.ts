@@ -1,0 +1,375 @@
+// Sessions: sign-in answers, refresh-token rotation and reuse, CSRF for web clients, logout,
+// the current session, and the claims of access tokens.
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { LightMyRequestResponse } from 'fastify';
+import t, { type Test } from 'tap';
+import { TOKEN_AUDIENCE, TOKEN_ISSUER } from '../src/auth/access-token.ts';
+import { resolveJwtSecret } from '../src/auth/signing-key.ts';
+import type { Env } from '../src/config.ts';
+import { buildTestApp } from './helpers/app.ts';
+import { TestClock } from './helpers/clock.ts';
+import { assertErrorBody } from './helpers/error-body.ts';
+import { startSmtpCapture } from './helpers/smtp.ts';
+import { accessClaims, forgeJwt } from './helpers/tokens.ts';
+
+type ClientType = 'web' | 'mobile' | 'desktop';
+
+const PASSWORD = 'correct horse battery staple';
+
+const newEmail = (label: string) => `${label}-${randomBytes(4).toString('hex')}@example.com`;
+
+interface Session {
+  accessToken: string;
+  csrfToken: string | null;
+  refreshToken: string | null;
+  user: { id: string; email: string; emailVerified: boolean };
+  /** Web only: the value of the refresh_token cookie. */
+  cookie: string | undefined;
+}
+
+function setCookieHeaders(res: LightMyRequestResponse): string[] {
+  const header = res.headers['set-cookie'];
+  if (header === undefined) return [];
+  return Array.isArray(header) ? header : [String(header)];
+}
+
+/** The refresh_token Set-Cookie lines of a response, split into value and attributes (names lower-cased). */
+function refreshCookies(res: LightMyRequestResponse) {
+  return setCookieHeaders(res)
+    .filter((line) => line.startsWith('refresh_token='))
+    .map((line) => {
+      const [pair = '', ...rest] = line.split(';').map((part) => part.trim());
+      const attributes = new Map<string, string>();
+      for (const attribute of rest) {
+        const eq = attribute.indexOf('=');
+        if (eq === -1) attributes.set(attribute.toLowerCase(), '');
+        else attributes.set(attribute.slice(0, eq).toLowerCase(), attribute.slice(eq + 1));
+      }
+      return { value: pair.slice('refresh_token='.length), attributes, line };
+    });
+}
+
+function toSession(res: LightMyRequestResponse): Session {
+  if (res.statusCode !== 200) throw new Error(`expected a session, got ${res.statusCode} ${res.body}`);
+  const body = res.json() as Omit<Session, 'cookie'>;
+  return { ...body, cookie: refreshCookies(res)[0]?.value };
+}
+
+function decodeClaims(jwt: string): Record<string, unknown> {
+  const payload = jwt.split('.')[1] ?? '';
+  return JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
+}
+
+async function setup(t: Test, env: Env = {}) {
+  const smtp = await startSmtpCapture();
+  const clock = new TestClock();
+  const built = await buildTestApp(t, {
+    clock,
+    env: {
+      SMTP_URL: smtp.url,
+      REDIS_KEY_PREFIX: `test-sessions-${randomUUID()}:`,
+      RATE_LIMIT_VERIFY: '1000',
+      RATE_LIMIT_SIGN_IN: '1000',
+      RATE_LIMIT_SIGN_UP: '1000',
+      RATE_LIMIT_SEND_VERIFICATION: '1000',
+      RATE_LIMIT_REFRESH: '1000',
+      ...env,
+    },
+  });
+  t.teardown(() => smtp.close());
+  const { app } = built;
+
+  const signUp = (email: string) =>
+    app.inject({ method: 'POST', url: '/api/auth/users', payload: { email, password: PASSWORD } });
+
+  const signIn = (email: string, password = PASSWORD, client: ClientType = 'web') =>
+    app.inject({ method: 'POST', url: `/api/auth/sessions?client_type=${client}`, payload: { email, password } });
+
+  /** A verified account, ready to sign in. */
+  async function verifiedAccount(label: string): Promise<string> {
+    const email = newEmail(label);
+    const res = await signUp(email);
+    if (res.statusCode !== 202) throw new Error(`sign-up: ${res.statusCode} ${res.body}`);
+    const [mail] = await smtp.waitFor(email, 1);
+    const verified = await app.inject({
+      method: 'POST',
+      url: '/api/auth/email/verify?client_type=mobile',
+      payload: { otp: mail?.token },
+    });
+    if (verified.statusCode !== 200) throw new Error(`verify: ${verified.statusCode} ${verified.body}`);
+    return email;
+  }
+
+  async function session(email: string, client: ClientType): Promise<Session> {
+    return toSession(await signIn(email, PASSWORD, client));
+  }
+
+  /** Refresh (or logout) the way a web client does: the cookie, plus the CSRF header when given. */
+  const webCall = (path: 'refresh' | 'logout', cookie: string | undefined, csrf?: string) =>
+    app.inject({
+      method: 'POST',
+      url: `/api/auth/${path}?client_type=web`,
+      cookies: cookie === undefined ? {} : { refresh_token: cookie },
+      headers: csrf === undefined ? {} : { 'x-csrf-token': csrf },
+    });
+
+  /** Refresh (or logout) the way a mobile or desktop client does: the token in the body. */
+  const bodyCall = (path: 'refresh' | 'logout', refreshToken: string | null, client: ClientType = 'mobile') =>
+    app.inject({
+      method: 'POST',
+      url: `/api/auth/${path}?client_type=${client}`,
+      payload: refreshToken === null ? {} : { refreshToken },
+    });
+
+  const current = (authorization?: string) =>
+    app.inject({
+      url: '/api/auth/sessions/current',
+      headers: authorization === undefined ? {} : { authorization },
+    });
+
+  return { ...built, smtp, clock, signUp, signIn, verifiedAccount, session, webCall, bodyCall, current };
+}
+
+t.test('sign-in refusals', async (t) => {
+  const { signUp, signIn, verifiedAccount, smtp } = await setup(t);
+  const known = await verifiedAccount('known');
+
+  t.test('an unknown address and a wrong password get the same 401 INVALID_CREDENTIALS body', async (t) => {
+    const unknown = await signIn(newEmail('nobody'));
+    const wrong = await signIn(known, 'not the password at all');
+    assertErrorBody(t, unknown, 401, 'INVALID_CREDENTIALS');
+    assertErrorBody(t, wrong, 401, 'INVALID_CREDENTIALS');
+    t.equal(wrong.body, unknown.body, 'byte-identical bodies');
+    t.same(refreshCookies(wrong), [], 'no cookie on a refusal');
+  });
+
+  t.test('the right password of an unverified address is 403 EMAIL_NOT_VERIFIED; a wrong one is 401', async (t) => {
+    const email = newEmail('unverified');
+    t.equal((await signUp(email)).statusCode, 202);
+    await smtp.waitFor(email, 1);
+    assertErrorBody(t, await signIn(email), 403, 'EMAIL_NOT_VERIFIED');
+    assertErrorBody(t, await signIn(email.toUpperCase()), 403, 'EMAIL_NOT_VERIFIED');
+    const wrong = await signIn(email, 'not the password at all');
+    assertErrorBody(t, wrong, 401, 'INVALID_CREDENTIALS');
+    t.equal(wrong.body, (await signIn(newEmail('nobody'))).body, 'the same body as for an unknown address');
+  });
+});
+
+t.test('web refresh: the X-CSRF-Token of the session is required, and the cookie rotates', async (t) => {
+  const { verifiedAccount, session, webCall, current } = await setup(t);
+  const email = await verifiedAccount('web');
+  const s = await session(email, 'web');
+  const other = await session(email, 'web');
+  t.ok(s.cookie && s.csrfToken, 'a web session has a cookie and a csrfToken');
+
+  assertErrorBody(t, await webCall('refresh', s.cookie), 403, 'CSRF_INVALID');
+  assertErrorBody(t, await webCall('refresh', s.cookie, 'not-the-csrf-token'), 403, 'CSRF_INVALID');
+  assertErrorBody(t, await webCall('refresh', s.cookie, ''), 403, 'CSRF_INVALID');
+  t.not(other.csrfToken, s.csrfToken, 'two sessions have different CSRF tokens');
+  assertErrorBody(t, await webCall('refresh', s.cookie, other.csrfToken ?? ''), 403, 'CSRF_INVALID');
+
+  const res = await webCall('refresh', s.cookie, s.csrfToken ?? '');
+  t.equal(res.statusCode, 200, 'with the right header: 200 (the refusals above did not revoke anything)');
+  const body = res.json();
+  t.same(Object.keys(body).sort(), ['accessToken', 'csrfToken', 'refreshToken', 'user']);
+  t.equal(body.refreshToken, null, 'refreshToken is null');
+  t.ok(typeof body.csrfToken === 'string' && body.csrfToken.length > 0, 'a csrfToken');
+  t.equal(body.user.email, email);
+  const [cookie] = refreshCookies(res);
+  t.ok(cookie && cookie.value.length > 0, 'a new refresh_token cookie');
+  t.not(cookie?.value, s.cookie, 'with a new value');
+  t.equal(cookie?.attributes.get('max-age'), '2592000', 'Max-Age=2592000');
+  t.equal(cookie?.attributes.get('path'), '/api/auth', 'Path=/api/auth');
+  t.ok(cookie?.attributes.has('httponly'), 'HttpOnly');
+  t.ok(cookie?.attributes.has('secure'), 'Secure');
+  t.equal(cookie?.attributes.get('samesite'), 'Lax', 'SameSite=Lax');
+  t.equal((await current(`Bearer ${body.accessToken}`)).statusCode, 200, 'the new access token works');
+
+  const again = await webCall('refresh', cookie?.value, body.csrfToken);
+  t.equal(again.statusCode, 200, 'the rotated cookie with the new csrfToken refreshes again');
+});
+
+t.test('mobile and desktop refresh rotate the refresh token in the body', async (t) => {
+  const { verifiedAccount, session, bodyCall, current } = await setup(t);
+  const email = await verifiedAccount('native');
+  for (const client of ['mobile', 'desktop'] as const) {
+    t.test(client, async (t) => {
+      const s = await session(email, client);
+      const res = await bodyCall('refresh', s.refreshToken, client);
+      t.equal(res.statusCode, 200);
+      const body = res.json();
+      t.same(Object.keys(body).sort(), ['accessToken', 'csrfToken', 'refreshToken', 'user']);
+      t.ok(typeof body.refreshToken === 'string' && body.refreshToken.length > 0, 'a refresh token');
+      t.not(body.refreshToken, s.refreshToken, 'a new, different refresh token');
+      t.equal(body.csrfToken, null, 'csrfToken is null');
+      t.same(refreshCookies(res), [], 'no cookie');
+      t.equal((await current(`Bearer ${body.accessToken}`)).statusCode, 200, 'the new access token works');
+      t.equal((await bodyCall('refresh', body.refreshToken, client)).statusCode, 200, 'the new token refreshes');
+    });
+  }
+});
+
+t.test('missing, unknown or garbage refresh tokens get 401 REFRESH_TOKEN_INVALID', async (t) => {
+  const { verifiedAccount, session, bodyCall } = await setup(t);
+  const s = await session(await verifiedAccount('garbage'), 'mobile');
+  const cases: Array<[string, string | null]> = [
+    ['no refresh token', null],
+    ['garbage', 'garbage'],
+    ['a random token', randomBytes(32).toString('base64url')],
+    ['an access token', s.accessToken],
+    [
+      'the refresh token with a changed character',
+      `${s.refreshToken?.slice(0, -1)}${s.refreshToken?.endsWith('A') ? 'B' : 'A'}`,
+    ],
+  ];
+  for (const [label, token] of cases) {
+    const res = await bodyCall('refresh', token);
+    t.test(label, async (t) => {
+      assertErrorBody(t, res, 401, 'REFRESH_TOKEN_INVALID');
+    });
+  }
+  t.equal((await bodyCall('refresh', s.refreshToken)).statusCode, 200, 'control: the real token refreshes');
+});
+
+t.test('a rotated refresh token presented again is REUSED and revokes the whole session', async (t) => {
+  const { verifiedAccount, session, bodyCall } = await setup(t);
+  const s = await session(await verifiedAccount('reuse'), 'mobile');
+  const first = await bodyCall('refresh', s.refreshToken);
+  t.equal(first.statusCode, 200);
+  const second = await bodyCall('refresh', first.json().refreshToken);
+  t.equal(second.statusCode, 200);
+  const newest = second.json().refreshToken as string;
+
+  assertErrorBody(t, await bodyCall('refresh', s.refreshToken), 401, 'REFRESH_TOKEN_REUSED');
+  assertErrorBody(t, await bodyCall('refresh', newest), 401, 'REFRESH_TOKEN_INVALID');
+});
+
+t.test('a web cookie that was already rotated is REUSED as well', async (t) => {
+  const { verifiedAccount, session, webCall } = await setup(t);
+  const s = await session(await verifiedAccount('web-reuse'), 'web');
+  const rotated = await webCall('refresh', s.cookie, s.csrfToken ?? '');
+  t.equal(rotated.statusCode, 200);
+  const newest = refreshCookies(rotated)[0]?.value;
+  const csrf = rotated.json().csrfToken as string;
+  assertErrorBody(t, await webCall('refresh', s.cookie, s.csrfToken ?? ''), 401, 'REFRESH_TOKEN_REUSED');
+  assertErrorBody(t, await webCall('refresh', newest, csrf), 401, 'REFRESH_TOKEN_INVALID');
+});
+
+t.test('refresh tokens expire after REFRESH_TOKEN_TTL_SECONDS', async (t) => {
+  const ttl = 86400;
+  const { verifiedAccount, session, signIn, bodyCall, clock } = await setup(t, {
+    REFRESH_TOKEN_TTL_SECONDS: String(ttl),
+  });
+  const email = await verifiedAccount('ttl');
+  const web = await signIn(email);
+  t.equal(refreshCookies(web)[0]?.attributes.get('max-age'), String(ttl), 'the cookie Max-Age follows the TTL');
+  const early = await session(email, 'mobile');
+  const late = await session(email, 'mobile');
+  clock.advance(ttl - 60);
+  t.equal((await bodyCall('refresh', early.refreshToken)).statusCode, 200, 'a minute before expiry: 200');
+  clock.advance(61);
+  assertErrorBody(t, await bodyCall('refresh', late.refreshToken), 401, 'REFRESH_TOKEN_INVALID');
+});
+
+t.test('a refresh token is never accepted as a Bearer access token', async (t) => {
+  const { verifiedAccount, session, current } = await setup(t);
+  const s = await session(await verifiedAccount('bearer'), 'mobile');
+  t.equal((await current(`Bearer ${s.accessToken}`)).statusCode, 200, 'control: the access token works');
+  assertErrorBody(t, await current(`Bearer ${s.refreshToken}`), 401, 'UNAUTHORIZED');
+});
+
+t.test('GET /api/auth/sessions/current', async (t) => {
+  const { config, database, verifiedAccount, session, current } = await setup(t);
+  const s = await session(await verifiedAccount('current'), 'mobile');
+
+  t.test('a valid Bearer token: 200 {user} read from the database', async (t) => {
+    const res = await current(`Bearer ${s.accessToken}`);
+    t.equal(res.statusCode, 200);
+    t.same(Object.keys(res.json()), ['user']);
+    t.same(res.json().user, s.user, 'the same user as in the session result');
+  });
+
+  t.test('no token: 401 UNAUTHORIZED', async (t) => {
+    assertErrorBody(t, await current(), 401, 'UNAUTHORIZED');
+  });
+
+  t.test('an expired token of a real user: 401 TOKEN_EXPIRED', async (t) => {
+    const secret = await resolveJwtSecret(config, database.handle.db);
+    const claims = decodeClaims(s.accessToken);
+    const now = Math.floor(Date.now() / 1000);
+    const live = forgeJwt(secret, accessClaims(now, { sub: s.user.id, email: s.user.email, sid: claims.sid }));
+    t.equal((await current(`Bearer ${live}`)).statusCode, 200, 'control: the same claims, unexpired, pass');
+    const expired = forgeJwt(
+      secret,
+      accessClaims(now - 3600, { sub: s.user.id, email: s.user.email, sid: claims.sid, exp: now - 2700 }),
+    );
+    assertErrorBody(t, await current(`Bearer ${expired}`), 401, 'TOKEN_EXPIRED');
+  });
+});
+
+t.test('web logout: 204, the cookie is cleared, and the session cannot refresh any more', async (t) => {
+  const { verifiedAccount, session, webCall } = await setup(t);
+  const s = await session(await verifiedAccount('logout-web'), 'web');
+
+  assertErrorBody(t, await webCall('logout', s.cookie), 403, 'CSRF_INVALID');
+  assertErrorBody(t, await webCall('logout', s.cookie, 'wrong'), 403, 'CSRF_INVALID');
+
+  const res = await webCall('logout', s.cookie, s.csrfToken ?? '');
+  t.equal(res.statusCode, 204, '204 with the CSRF header (the refusals above revoked nothing)');
+  t.equal(res.body, '', 'no body');
+  const cleared = refreshCookies(res);
+  t.equal(cleared.length, 1, 'one refresh_token Set-Cookie');
+  const cookie = cleared[0];
+  const expires = cookie?.attributes.get('expires');
+  t.ok(
+    cookie?.attributes.get('max-age') === '0' || (expires !== undefined && Date.parse(expires) < Date.now()),
+    `it expires the cookie (${cookie?.line})`,
+  );
+  t.equal(cookie?.attributes.get('path'), '/api/auth', 'on the path it was set for');
+
+  assertErrorBody(t, await webCall('refresh', s.cookie, s.csrfToken ?? ''), 401, 'REFRESH_TOKEN_INVALID');
+});
+
+t.test('mobile and desktop logout: 204, and the refresh token is dead', async (t) => {
+  const { verifiedAccount, session, bodyCall } = await setup(t);
+  const email = await verifiedAccount('logout-native');
+  for (const client of ['mobile', 'desktop'] as const) {
+    t.test(client, async (t) => {
+      const s = await session(email, client);
+      const keep = await session(email, client);
+      const res = await bodyCall('logout', s.refreshToken, client);
+      t.equal(res.statusCode, 204);
+      t.equal(res.body, '', 'no body');
+      assertErrorBody(t, await bodyCall('refresh', s.refreshToken, client), 401, 'REFRESH_TOKEN_INVALID');
+      assertErrorBody(t, await bodyCall('logout', s.refreshToken, client), 401, 'REFRESH_TOKEN_INVALID');
+      t.equal((await bodyCall('refresh', keep.refreshToken, client)).statusCode, 200, 'another session lives on');
+    });
+  }
+});
+
+t.test('access-token claims', async (t) => {
+  const { verifiedAccount, session, bodyCall } = await setup(t);
+  const email = await verifiedAccount('claims');
+  const s = await session(email, 'mobile');
+  const claims = decodeClaims(s.accessToken);
+  const now = Math.floor(Date.now() / 1000);
+  t.equal(claims.sub, s.user.id, 'sub is the user id');
+  t.equal(claims.email, email, 'email');
+  t.equal(claims.role, 'user', "role 'user' for a normal account");
+  t.ok(typeof claims.sid === 'string' && claims.sid.length > 0, 'sid names the session');
+  t.equal(claims.token_use, 'access', "token_use 'access'");
+  t.equal(claims.iss, TOKEN_ISSUER, 'iss');
+  t.equal(claims.aud, TOKEN_AUDIENCE, 'aud');
+  t.type(claims.iat, 'number');
+  t.type(claims.exp, 'number');
+  t.equal((claims.exp as number) - (claims.iat as number), 900, 'exp - iat = 900');
+  t.ok(Math.abs((claims.iat as number) - now) <= 60, 'iat is now');
+
+  const refreshed = await bodyCall('refresh', s.refreshToken);
+  t.equal(refreshed.statusCode, 200);
+  const after = decodeClaims(refreshed.json().accessToken);
+  t.equal(after.sid, claims.sid, 'a refresh keeps the session id');
+  t.equal(after.sub, claims.sub, 'and the subject');
+  const another = decodeClaims((await session(email, 'mobile')).accessToken);
+  t.not(another.sid, claims.sid, 'another sign-in is another session');
+});
