@@ -34,6 +34,15 @@ function loggerOptions(config: Readonly<Config>): LoggerOptions {
       'req.headers["x-csrf-token"]',
       'res.headers["set-cookie"]',
     ],
+    serializers: {
+      // Verification links carry their token in the query string: never write it to the log.
+      req: (req: { method: string; url: string; hostname?: string; ip?: string; id?: string }) => ({
+        method: req.method,
+        url: req.url.replace(/([?&]token=)[^&]*/gi, '$1[redacted]'),
+        host: req.hostname,
+        remoteAddress: req.ip,
+      }),
+    },
     ...(process.stdout.isTTY && config.nodeEnv !== 'production'
       ? { transport: { target: 'pino-pretty', options: { translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' } } }
       : {}),
@@ -43,7 +52,8 @@ function loggerOptions(config: Readonly<Config>): LoggerOptions {
 /** Builds the whole app on an open database, without listening. */
 export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: deps.logger ?? loggerOptions(config),
+    // Redaction and serializers apply whatever the caller adds (level, stream).
+    logger: deps.logger === false ? false : { ...loggerOptions(config), ...(deps.logger === true ? {} : deps.logger) },
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();

@@ -7,7 +7,7 @@ import { createTestDatabase } from './helpers/database.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 
 t.test('HTTP behaviour shared by every route', async (t) => {
-  const { app } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { env: { RATE_LIMIT_SIGN_UP: '1000' } });
 
   t.test('GET /api/health answers 200 when the database answers', async (t) => {
     const res = await app.inject({ url: '/api/health' });
@@ -141,4 +141,30 @@ t.test('a 5xx is logged with its request id and never shows internals', async (t
   const logged = lines.map((l) => JSON.parse(l)).find((l) => l.reqId === 'req-500-check');
   t.ok(logged, 'the failure is logged under the request id');
   t.match(logged?.err?.message, /no_such_table/, 'the log keeps the real cause');
+});
+
+t.test('tokens in verification links and credentials in headers never reach the log', async (t) => {
+  const database = await createTestDatabase();
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(String(chunk));
+      done();
+    },
+  });
+  const app = await buildApp(loadConfig({ NODE_ENV: 'test', DATABASE_URL: database.url }), {
+    database: database.handle,
+    logger: { level: 'info', stream },
+  });
+  t.teardown(async () => {
+    await app.close();
+    await database.drop();
+  });
+  const token = 'ab'.repeat(32);
+  await app.inject({ url: `/auth/verify-email?token=${token}` });
+  await app.inject({ url: '/api/auth/sessions/current', headers: { authorization: 'Bearer secret-bearer-value' } });
+  const log = lines.join('');
+  t.match(log, /verify-email\?token=\[redacted\]/, 'the request is logged, without its token');
+  t.notMatch(log, new RegExp(token), 'the link token is not in the log');
+  t.notMatch(log, /secret-bearer-value/, 'the Authorization header is not in the log');
 });
