@@ -36,7 +36,9 @@ export interface paths {
          *     authenticated caller receives `403 FORBIDDEN`.
          *
          *     - Records are sorted by `createdAt`, newest first; records created at
-         *       the same instant are ordered by `id`, so paging is stable.
+         *       the same instant are ordered by `id`, descending, so paging never
+         *       repeats or skips a record while nothing changes. The page and its
+         *       total come from one consistent snapshot.
          *     - `limit` is at most 1000; a larger value is rejected with
          *       `400 INVALID_INPUT`. `limit=0` returns no records but still reports
          *       the total.
@@ -961,7 +963,6 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     createUser: {

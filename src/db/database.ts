@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
+import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { DatabaseConfig } from '../config.ts';
@@ -29,6 +30,7 @@ function pgliteOptions(config: Exclude<DatabaseConfig, { kind: 'postgres' }>): P
   const isNew = config.kind === 'pglite-memory' || !existsSync(path.join(config.dataDir, 'PG_VERSION'));
   const template = isNew ? readTemplate() : undefined;
   return {
+    extensions: { pg_trgm },
     ...(config.kind === 'pglite' ? { dataDir: config.dataDir } : {}),
     ...(template ? { loadDataDir: template } : {}),
   };

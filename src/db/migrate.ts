@@ -1,12 +1,14 @@
 import { type Kysely, type Migration, type MigrationResult, Migrator } from 'kysely';
 import * as m0001 from './migrations/0001_app_settings.ts';
 import * as m0002 from './migrations/0002_accounts_and_sessions.ts';
+import * as m0003 from './migrations/0003_user_directory.ts';
 import type { Database } from './schema.ts';
 
 /** Every migration, in order. Listed by hand so that no file-system scan happens at start-up. */
 export const migrations: Record<string, Migration> = {
   '0001_app_settings': m0001,
   '0002_accounts_and_sessions': m0002,
+  '0003_user_directory': m0003,
 };
 
 /** Brings the database to the latest migration; throws with the failing migration's name on error. */

@@ -70,8 +70,14 @@ export interface RotatedRefreshTokensTable {
   rotated_at: Date;
 }
 
+export interface UserCountTable {
+  singleton: boolean;
+  n: number;
+}
+
 /** The tables Kysely knows about; one entry per table, named as in SQL. */
 export interface Database {
+  user_count: UserCountTable;
   app_settings: AppSettingsTable;
   users: UsersTable;
   user_providers: UserProvidersTable;
