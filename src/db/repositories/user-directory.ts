@@ -15,36 +15,57 @@ function likeContains(text: string): string {
 /**
  * One page of users, newest first (id breaks ties), with the exact number of matching users.
  * Page and total come from one statement, hence one snapshot. The unfiltered total is the
- * trigger-kept counter; a filtered one counts through the trigram indexes. The page is found
- * on the (created_at, id) index first and only then joined to the full rows (a deferred join),
- * so that deep offsets skip index entries rather than whole rows.
+ * trigger-kept counter, and its page is found on the (created_at, id) index before being joined
+ * to the full rows (a deferred join), so that deep offsets skip index entries, not rows.
  */
-export async function listUsersPage(
-  db: Kysely<Database>,
-  q: { offset: number; limit: number; search: string | undefined },
-): Promise<DirectoryPage> {
-  const pattern = q.search === undefined ? undefined : likeContains(q.search);
-  const filter =
-    pattern === undefined ? sql`true` : sql`(u.email ilike ${pattern} or (u.profile->>'name') ilike ${pattern})`;
-  const total =
-    pattern === undefined ? sql`(select n from user_count)` : sql`(select count(*) from users u where ${filter})`;
-  const result = await sql<UserRow & { total: number | string; id: string | null }>`
-    with page as (
-      select u.id, u.created_at from users u
-      where ${filter}
-      order by u.created_at desc, u.id desc
-      limit ${q.limit} offset ${q.offset}
-    )
-    select t.total, users.*,
-      array(select p.provider from user_providers p where p.user_id = users.id order by p.provider)::text[] as providers
-    from (select ${total} as total) t
-    left join page on true
-    left join users on users.id = page.id
-    order by page.created_at desc, page.id desc
-  `.execute(db);
+export async function listUsersPage(db: Kysely<Database>, q: DirectoryQuery): Promise<DirectoryPage> {
+  const result = await userDirectoryQuery(q).execute(db);
   const first = result.rows[0];
   return {
     total: Number(first?.total ?? 0),
     rows: result.rows.filter((r) => r.id !== null),
   };
+}
+
+export interface DirectoryQuery {
+  offset: number;
+  limit: number;
+  search: string | undefined;
+}
+
+/** The single statement behind listUsersPage (exported so that benchmarks can EXPLAIN it). */
+export function userDirectoryQuery(q: DirectoryQuery) {
+  const columns = sql`users.*,
+      array(select p.provider from user_providers p where p.user_id = users.id order by p.provider)::text[] as providers`;
+  if (q.search === undefined) {
+    return sql<UserRow & { total: number | string; id: string | null }>`
+      with page as (
+        select id, created_at from users
+        order by created_at desc, id desc
+        limit ${q.limit} offset ${q.offset}
+      )
+      select t.total, ${columns}
+      from (select n as total from user_count) t
+      left join page on true
+      left join users on users.id = page.id
+      order by page.created_at desc, page.id desc
+    `;
+  }
+  // Filtered: the matches are found once (through the trigram indexes) and both counted and paged.
+  const pattern = likeContains(q.search);
+  return sql<UserRow & { total: number | string; id: string | null }>`
+    with matches as materialized (
+      select id, created_at from users
+      where email ilike ${pattern} or (profile->>'name') ilike ${pattern}
+    ), page as (
+      select id, created_at from matches
+      order by created_at desc, id desc
+      limit ${q.limit} offset ${q.offset}
+    )
+    select t.total, ${columns}
+    from (select count(*) as total from matches) t
+    left join page on true
+    left join users on users.id = page.id
+    order by page.created_at desc, page.id desc
+  `;
 }

@@ -1,0 +1,121 @@
+/**
+ * GET /api/auth/users on a large directory (PostgreSQL), beside a bare Fastify route measured in the
+ * same run: the first page, a deep offset, a search matching about 50 users, one matching about 10%,
+ * and a one-letter search. Prints the EXPLAIN ANALYZE plan of each case after the table.
+ *
+ *   npm run seed -- --users 1000000            # once, with DATABASE_URL pointing at the bench database
+ *   DATABASE_URL=postgres://…/users1m npm run bench:users -- [--duration 10] [--connections 10]
+ */
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { freePort, type RunningService, startService, waitFor200 } from '../scripts/lib/service-process.ts';
+import { userDirectoryQuery } from '../src/db/repositories/user-directory.ts';
+import type { Database } from '../src/db/schema.ts';
+import { type LoadResult, resultTable, runLoad } from './lib/load.ts';
+
+const { values } = parseArgs({
+  options: { duration: { type: 'string', default: '10' }, connections: { type: 'string', default: '10' } },
+});
+const durationSeconds = Number(values.duration);
+const connections = Number(values.connections);
+const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/users1m';
+
+const client = new pg.Client({ connectionString: databaseUrl });
+await client.connect();
+const users = Number((await client.query('select n from user_count')).rows[0]?.n ?? 0);
+if (users < 1000) {
+  console.error(`only ${users} users in ${databaseUrl}: seed first (npm run seed -- --users 1000000)`);
+  process.exit(1);
+}
+const count = async (term: string) =>
+  Number(
+    (
+      await client.query(`select count(*) from users where email ilike $1 or (profile->>'name') ilike $1`, [
+        `%${term}%`,
+      ])
+    ).rows[0].count,
+  );
+const fiftyTerm = 'james.smith';
+const tenPercentTerm = '@gmail.com';
+const half = Math.floor(users / 2);
+const cases = [
+  { title: 'first page', offset: 0, search: undefined },
+  { title: `offset ${half.toLocaleString('en-US')}`, offset: half, search: undefined },
+  { title: `search "${fiftyTerm}" (${await count(fiftyTerm)} matches)`, offset: 0, search: fiftyTerm },
+  { title: `search "${tenPercentTerm}" (${await count(tenPercentTerm)} matches)`, offset: 0, search: tenPercentTerm },
+  { title: `search "a" (${await count('a')} matches)`, offset: 0, search: 'a' },
+];
+const queryString = (c: (typeof cases)[number]) =>
+  `?offset=${c.offset}${c.search === undefined ? '' : `&search=${encodeURIComponent(c.search)}`}`;
+
+// The plans, from the repository's own statement.
+const kysely = new Kysely<Database>({
+  dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 1 }) }),
+});
+const plans: string[] = [];
+for (const c of cases) {
+  const statement = userDirectoryQuery({ offset: c.offset, limit: 10, search: c.search });
+  const plan = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers, costs off) ${statement}`.execute(kysely);
+  plans.push(`#### ${c.title}\n\n\`\`\`\n${plan.rows.map((r) => r['QUERY PLAN']).join('\n')}\n\`\`\``);
+}
+await kysely.destroy();
+
+const started: RunningService[] = [];
+try {
+  const port = await freePort();
+  const service = startService({
+    DATABASE_URL: databaseUrl,
+    PORT: String(port),
+    NODE_ENV: 'production',
+    JWT_SECRET: 'bench-secret-'.padEnd(48, 'x'),
+    SMTP_URL: 'smtp://127.0.0.1:9',
+    LOG_LEVEL: 'warn',
+    ADMIN_EMAIL: 'bench-admin@example.com',
+    ADMIN_PASSWORD: 'bench-admin-password',
+  });
+  started.push(service);
+  const base = `http://127.0.0.1:${port}`;
+  await waitFor200(`${base}/api/health`, 60_000);
+  const signIn = await fetch(`${base}/api/auth/sessions?client_type=mobile`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'bench-admin@example.com', password: 'bench-admin-password' }),
+  });
+  const { accessToken } = (await signIn.json()) as { accessToken: string };
+  const barePort = await freePort();
+  const bare = startService({ PORT: String(barePort) }, 'bench/bare-server.ts');
+  started.push(bare);
+  await waitFor200(`http://127.0.0.1:${barePort}/bare`, 30_000);
+
+  const results: LoadResult[] = [
+    await runLoad({
+      title: 'bare Fastify JSON route (ceiling)',
+      url: `http://127.0.0.1:${barePort}/bare`,
+      connections,
+      durationSeconds,
+    }),
+  ];
+  for (const c of cases) {
+    results.push(
+      await runLoad({
+        title: `GET /api/auth/users, ${c.title}`,
+        url: `${base}/api/auth/users${queryString(c)}`,
+        headers: { authorization: `Bearer ${accessToken}` },
+        connections,
+        durationSeconds,
+      }),
+    );
+  }
+  const version = (await client.query('show server_version')).rows[0]?.server_version;
+  console.log(
+    `\nPostgreSQL ${version}; ${users.toLocaleString('en-US')} users; ${os.cpus().length} cores; Node ${process.version}; ${connections} connections, ${durationSeconds} s each\n`,
+  );
+  console.log(resultTable(results));
+  console.log(`\n### Plans (EXPLAIN ANALYZE, limit 10)\n\n${plans.join('\n\n')}`);
+} finally {
+  for (const s of started) s.child.kill('SIGTERM');
+  await Promise.all(started.map((s) => s.exited));
+  await client.end();
+}
