@@ -31,7 +31,7 @@ declare module '@fastify/jwt' {
 export function jwtOptions(secret: string, accessTokenTtlSeconds: number): FastifyJWTOptions {
   return {
     secret,
-    sign: { algorithm: 'HS256', iss: TOKEN_ISSUER, aud: TOKEN_AUDIENCE, expiresIn: accessTokenTtlSeconds * 1000 },
+    sign: { algorithm: 'HS256', iss: TOKEN_ISSUER, aud: TOKEN_AUDIENCE, expiresIn: accessTokenTtlSeconds },
     verify: {
       algorithms: ['HS256'],
       allowedIss: TOKEN_ISSUER,
