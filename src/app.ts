@@ -59,7 +59,10 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
       return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
     },
     bodyLimit: 1024 * 1024,
-    trustProxy: config.trustProxy,
+    trustProxy:
+      typeof config.trustProxy === 'number'
+        ? (_address: string, hop: number) => hop < (config.trustProxy as number)
+        : config.trustProxy,
     ajv: {
       customOptions: {
         // Reject what the spec does not allow instead of quietly changing it.
@@ -87,7 +90,6 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   await app.register(fastifyJwt, jwtOptions(secret, config.accessTokenTtlSeconds));
 
   const mailer = createMailer(config, app.log);
-  app.addHook('onClose', async () => mailer.close());
   const auth = createAuthService({
     db,
     config,
@@ -96,6 +98,10 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     keys: deriveKeys(secret),
     signAccessToken: (claims) => app.jwt.sign(claims),
     log: app.log,
+  });
+  app.addHook('onClose', async () => {
+    await auth.drainMail();
+    mailer.close();
   });
   await auth.ensureAdmin();
   const ctx: AppContext = { config, db, databaseKind: deps.database.kind, clock, auth, startedAt: Date.now() };

@@ -71,7 +71,14 @@ const envSchema = z.object({
   ADMIN_EMAIL: z.email('must be an email address').optional(),
   ADMIN_PASSWORD: z.string().min(8, 'must be 8 to 256 characters').max(256, 'must be 8 to 256 characters').optional(),
   COOKIE_SECURE: flag.default(true),
-  TRUST_PROXY: flag.default(false),
+  TRUST_PROXY: z
+    .string()
+    .trim()
+    .regex(
+      /^(true|false|\d{1,2}|[0-9a-fA-F.:/]+(\s*,\s*[0-9a-fA-F.:/]+)*)$/,
+      'must be false, true (one proxy), a number of proxies, or a comma-separated list of proxy addresses/CIDRs',
+    )
+    .default('false'),
   REDIS_URL: z
     .string()
     .regex(/^rediss?:\/\/.+/, 'must be redis://host:port or rediss://…')
@@ -119,7 +126,8 @@ export interface Config {
   /** An administrator account kept in place at every start. */
   admin: { email: string; password: string } | undefined;
   cookieSecure: boolean;
-  trustProxy: boolean;
+  /** Fastify's trustProxy: false, a hop count, or the proxies' addresses. Never "trust every hop". */
+  trustProxy: false | number | string;
   redisUrl: string | undefined;
   /** Prefix of every Redis key this service writes. */
   redisKeyPrefix: string;
@@ -137,6 +145,15 @@ function databaseFrom(url: string | undefined, dataDir: string): DatabaseConfig 
   if (url === undefined || url === '') return { kind: 'pglite', dataDir: path.resolve(dataDir, 'pglite') };
   if (url === 'memory://') return { kind: 'pglite-memory' };
   return { kind: 'postgres', url };
+}
+
+// X-Forwarded-For is written by the client; trusting all of it would let anyone pick their address.
+// So `true` means one proxy in front (the address that proxy saw), and a number means that many.
+function parseTrustProxy(value: string): false | number | string {
+  if (value === 'false' || value === '0') return false;
+  if (value === 'true') return 1;
+  if (/^\d+$/.test(value)) return Number(value);
+  return value;
 }
 
 /** Validates the environment once into a frozen Config, or throws a ConfigError naming the first bad variable. */
@@ -158,6 +175,9 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   }
   if (e.NODE_ENV === 'production' && e.SMTP_URL === undefined) {
     throw new ConfigError('SMTP_URL is required when NODE_ENV=production (smtp://user:password@host:port)');
+  }
+  if (e.NODE_ENV === 'production' && !e.COOKIE_SECURE) {
+    throw new ConfigError('COOKIE_SECURE=false is refused when NODE_ENV=production (refresh cookies must be Secure)');
   }
   if ((e.ADMIN_EMAIL === undefined) !== (e.ADMIN_PASSWORD === undefined)) {
     throw new ConfigError(
@@ -189,7 +209,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
         ? Object.freeze({ email: e.ADMIN_EMAIL.toLowerCase(), password: e.ADMIN_PASSWORD })
         : undefined,
     cookieSecure: e.COOKIE_SECURE,
-    trustProxy: e.TRUST_PROXY,
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
     redisUrl: e.REDIS_URL,
     redisKeyPrefix: e.REDIS_KEY_PREFIX,
     rateLimits: Object.freeze({

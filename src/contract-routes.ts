@@ -15,6 +15,30 @@ const requireBody: preValidationHookHandler = async (request) => {
   }
 };
 
+/** The path of the first string in a JSON value that PostgreSQL cannot store (NUL, or an unpaired surrogate). */
+export function findUnstorableString(value: unknown, path = 'body'): string | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') || !value.isWellFormed() ? path : undefined;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = findUnstorableString(value[i], `${path}[${i}]`);
+      if (found) return found;
+    }
+  } else if (value !== null && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) {
+      const found = findUnstorableString(item, `${path}.${key}`);
+      if (found) return found;
+    }
+  }
+  return undefined;
+}
+
+const rejectUnstorableStrings: preValidationHookHandler = async (request) => {
+  const path = findUnstorableString(request.body);
+  if (path !== undefined) {
+    throw new ApiError(400, 'INVALID_INPUT', `${path} contains a NUL character or an unpaired UTF-16 surrogate`);
+  }
+};
+
 /**
  * Binds every operation of openapi.yaml to its handler (fastify-openapi-glue), and closes the
  * gaps the plugin leaves: authentication runs before the body is read, and a declared-required
@@ -29,7 +53,9 @@ export async function registerContractRoutes(app: FastifyInstance, ctx: AppConte
       route.onRequest = route.preHandler as onRequestHookHandler;
       delete route.preHandler;
     }
-    if (operations[operationId as keyof typeof operations].bodyRequired) route.preValidation = requireBody;
+    const hooks = [rejectUnstorableStrings];
+    if (operations[operationId as keyof typeof operations].bodyRequired) hooks.unshift(requireBody);
+    route.preValidation = hooks;
   });
   await app.register(openapiGlue, {
     specification: structuredClone(specDocument),

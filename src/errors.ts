@@ -98,6 +98,10 @@ export function toErrorResponse(err: unknown): { body: ErrorBody; headers: Recor
     const message = describeValidationIssue(e.validationContext ?? 'request', e.validation[0] as AjvIssue);
     return toErrorResponse(new ApiError(400, 'INVALID_INPUT', message));
   }
+  // SQLSTATE class 22 (data exception): a value the database refuses, which only input can cause.
+  if (typeof e.code === 'string' && /^22[0-9A-Z]{3}$/.test(e.code)) {
+    return toErrorResponse(new ApiError(400, 'INVALID_INPUT', 'A value in the request cannot be stored'));
+  }
   if (isDatabaseUnavailable(err)) {
     return toErrorResponse(
       new ApiError(503, 'SERVICE_UNAVAILABLE', 'The database is not answering; try again shortly', {

@@ -170,6 +170,36 @@ t.test('five wrong tries burn the code; the code of a new email works again', as
   t.equal((await verify({ otp: next.code, email })).statusCode, 200, 'a fresh code has its own count');
 });
 
+t.test('five wrong codes void the code but not the link sent with it', async (t) => {
+  const { signUp, verify } = await setup(t);
+  const email = newEmail('link-survives');
+  const mail = await signUp(email);
+  const code = mail.code ?? '';
+  for (let k = 1; k <= 5; k++) assertInvalidOtp(t, await verify({ otp: wrongCode(code, k), email }), `wrong try ${k}`);
+  assertInvalidOtp(t, await verify({ otp: code, email }), 'the code is void');
+  t.equal(
+    (await verify({ otp: mail.token })).statusCode,
+    200,
+    'the link still works: guessing codes cannot lock its owner out',
+  );
+});
+
+t.test('at most 10 verification emails per address per day', async (t) => {
+  const { signUp, sendVerification, smtp, clock } = await setup(t);
+  const email = newEmail('daily-cap');
+  await signUp(email);
+  for (let i = 2; i <= 12; i++) {
+    clock.advance(61);
+    t.equal((await sendVerification(email)).statusCode, 202);
+  }
+  await new Promise((r) => setTimeout(r, 300));
+  t.equal(smtp.to(email).length, 10, 'the 11th and 12th requests of the day send nothing');
+  clock.advance(24 * 3600);
+  t.equal((await sendVerification(email)).statusCode, 202);
+  await smtp.waitFor(email, 11);
+  t.pass('a day later, mail flows again');
+});
+
 t.test('50 parallel submissions of one valid code yield exactly one session', async (t) => {
   const { signUp, verify } = await setup(t);
   const email = newEmail('race');

@@ -42,3 +42,20 @@ t.test('a bad value fails with one line naming the variable', async (t) => {
     t.notMatch((err as Error).message, /not-long-enough-secret/, 'a secret is never echoed');
   }
 });
+
+t.test('TRUST_PROXY never trusts every X-Forwarded-For hop', async (t) => {
+  t.equal(loadConfig({}).trustProxy, false);
+  t.equal(loadConfig({ TRUST_PROXY: 'false' }).trustProxy, false);
+  t.equal(loadConfig({ TRUST_PROXY: 'true' }).trustProxy, 1, 'true means the one proxy in front');
+  t.equal(loadConfig({ TRUST_PROXY: '2' }).trustProxy, 2);
+  t.equal(loadConfig({ TRUST_PROXY: '10.0.0.0/8, 127.0.0.1' }).trustProxy, '10.0.0.0/8, 127.0.0.1');
+  t.throws(() => loadConfig({ TRUST_PROXY: 'yes please' }), /^TRUST_PROXY must be false, true/);
+});
+
+t.test('production refuses insecure or incomplete auth settings', async (t) => {
+  const prod = { NODE_ENV: 'production', JWT_SECRET: 's'.repeat(40), SMTP_URL: 'smtp://mail.example.com:587' };
+  t.ok(loadConfig(prod), 'a complete production config loads');
+  t.throws(() => loadConfig({ ...prod, SMTP_URL: '' }), /^SMTP_URL is required when NODE_ENV=production/);
+  t.throws(() => loadConfig({ ...prod, COOKIE_SECURE: 'false' }), /^COOKIE_SECURE=false is refused/);
+  t.throws(() => loadConfig({ ADMIN_EMAIL: 'a@example.com' }), /^ADMIN_PASSWORD must be set together/);
+});

@@ -106,11 +106,8 @@ t.test('secured operations refuse a missing, malformed, foreign-key or refresh-t
     ['expired', `Bearer ${forgeJwt(secret, accessClaims(now - 3600))}`, 'TOKEN_EXPIRED'],
     ['Basic scheme', 'Basic dXNlcjpwYXNz', 'UNAUTHORIZED'],
   ];
-  const valid = forgeJwt(secret, accessClaims(now));
-  const control = await app.inject({
-    url: '/api/auth/sessions/current',
-    headers: { authorization: `Bearer ${valid}` },
-  });
+  const valid = forgeJwt(secret, accessClaims(now, { role: 'admin' }));
+  const control = await app.inject({ url: '/api/auth/users', headers: { authorization: `Bearer ${valid}` } });
   t.not(
     control.statusCode,
     401,

@@ -168,3 +168,21 @@ t.test('tokens in verification links and credentials in headers never reach the 
   t.notMatch(log, new RegExp(token), 'the link token is not in the log');
   t.notMatch(log, /secret-bearer-value/, 'the Authorization header is not in the log');
 });
+
+t.test('strings PostgreSQL cannot store are a 400 naming the field, never a 500', async (t) => {
+  const { app } = await buildTestApp(t, { env: { RATE_LIMIT_SIGN_UP: '1000' } });
+  const bodies = [
+    '{"email":"nul@example.com","password":"abcdefgh","name":"a\\u0000b"}',
+    '{"email":"sur@example.com","password":"abcdefgh","name":"\\ud800"}',
+    '{"email":"sur2@example.com","password":"abcdefgh\\udfff"}',
+  ];
+  for (const payload of bodies) {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/auth/users',
+      headers: { 'content-type': 'application/json' },
+      payload,
+    });
+    t.match(assertErrorBody(t, res, 400, 'INVALID_INPUT').message, /^body\.(name|password) contains a NUL/, payload);
+  }
+});

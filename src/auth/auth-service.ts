@@ -26,8 +26,8 @@ import { type ApiUser, toApiUser } from './user-view.ts';
 
 /** Failed code attempts after which a verification is void. */
 export const MAX_CODE_FAILURES = 5;
-/** Minimum gap between two verification emails to one address. */
-export const EMAIL_COOLDOWN_SECONDS = 60;
+/** Minimum gap between two verification emails to one address, and how many it gets per day. */
+export const EMAIL_LIMITS = { cooldownSeconds: 60, perDay: 10 };
 
 export interface AuthDeps {
   db: Kysely<Database>;
@@ -52,6 +52,8 @@ export interface IssuedSession {
   refreshToken: string;
   csrfToken: string;
   clientType: ClientType;
+  /** Seconds the session (and so the refresh token) has left. */
+  refreshTokenMaxAge: number;
 }
 
 const invalidOtp = () => new ApiError(400, 'INVALID_OTP', 'The code or link is invalid or has expired');
@@ -66,11 +68,22 @@ export function createAuthService(deps: AuthDeps) {
   const inSeconds = (now: Date, seconds: number) => new Date(now.getTime() + seconds * 1000);
 
   // Mail goes out after the answer is decided and never delays it, so that timing says nothing
-  // about whether an address exists. A failure is logged (without the message's secrets).
-  const sendInBackground = (message: Parameters<Mailer['send']>[0]) => {
-    mailer
+  // about whether an address exists. Sends in flight are awaited at shutdown; a failed one gives
+  // its cooldown claim back (so the person can ask again at once) and is logged without secrets.
+  const pendingSends = new Set<Promise<void>>();
+  const sendInBackground = (message: Parameters<Mailer['send']>[0], claimedAt: Date) => {
+    const sending: Promise<void> = mailer
       .send(message)
-      .catch((err: Error) => log.error({ err: { message: err.message }, to: message.to }, 'sending email failed'));
+      .catch(async (err: Error) => {
+        log.error({ err: { message: err.message }, to: message.to }, 'sending email failed');
+        await verifications.releaseEmailSend(db, message.to, claimedAt).catch(() => {});
+      })
+      .finally(() => pendingSends.delete(sending));
+    pendingSends.add(sending);
+  };
+  /** Waits for the emails still being sent (called when the app closes). */
+  const drainMail = async () => {
+    await Promise.allSettled([...pendingSends]);
   };
 
   async function startSession(
@@ -101,13 +114,17 @@ export function createAuthService(deps: AuthDeps) {
       refreshToken,
       csrfToken: csrfFor(session.id),
       clientType: client.clientType,
+      refreshTokenMaxAge: config.refreshTokenTtlSeconds,
     };
   }
 
-  /** Issues a fresh code and link (voiding earlier ones) and mails them, unless the cooldown runs. */
-  async function sendVerificationTo(user: users.UserRow): Promise<void> {
+  /**
+   * Issues a fresh code and link (voiding earlier ones) and mails them, unless the cooldown or the
+   * daily cap says no. A sign-up passes its password hash, which the account gets on verification.
+   */
+  async function sendVerificationTo(user: users.UserRow, pendingPasswordHash?: string): Promise<void> {
     const now = clock.now();
-    if (!(await verifications.claimEmailSend(db, user.email, now, EMAIL_COOLDOWN_SECONDS))) return;
+    if (!(await verifications.claimEmailSend(db, user.email, now, EMAIL_LIMITS))) return;
     const code = newOtpCode();
     const token = newHexToken();
     await verifications.replaceVerification(db, {
@@ -116,10 +133,11 @@ export function createAuthService(deps: AuthDeps) {
       tokenHash: sha256Hex(token),
       codeExpiresAt: inSeconds(now, config.emailOtpTtlSeconds),
       tokenExpiresAt: inSeconds(now, config.emailLinkTtlSeconds),
+      pendingPasswordHash,
       now,
     });
     const link = `${config.emailVerifyUrl}?token=${token}`;
-    sendInBackground(verificationEmail(user.email, code, link, Math.round(config.emailOtpTtlSeconds / 60)));
+    sendInBackground(verificationEmail(user.email, code, link, Math.round(config.emailOtpTtlSeconds / 60)), now);
   }
 
   async function signUp(
@@ -129,20 +147,24 @@ export function createAuthService(deps: AuthDeps) {
     const email = input.email.toLowerCase();
     // Hash before looking anything up, so that new and existing addresses cost the same.
     const passwordHash = await hashPassword(input.password);
-    const created = await users.insertPasswordUser(db, {
-      email,
-      passwordHash,
-      name: input.name ?? null,
-      emailVerified: false,
-    });
+    const created = await db
+      .transaction()
+      .execute((trx) =>
+        users.insertPasswordUser(trx, { email, passwordHash, name: input.name ?? null, emailVerified: false }),
+      );
     if (!config.requireEmailVerification) {
       if (!created) throw new ApiError(409, 'USER_ALREADY_EXISTS', 'An account with this email already exists');
       return { kind: 'session', session: await startSession(created, client) };
     }
-    if (created) {
-      await sendVerificationTo(created);
-    } else if (await verifications.claimEmailSend(db, email, clock.now(), EMAIL_COOLDOWN_SECONDS)) {
-      sendInBackground(existingAccountNotice(email));
+    const account = created ?? (await users.findUserByEmail(db, email));
+    if (account && !account.email_verified) {
+      // New, or registered but never verified: whoever proves they own the address with this
+      // email's code gets this sign-up's password (not that of an earlier, unproven sign-up).
+      await sendVerificationTo(account, passwordHash);
+    } else if (account) {
+      const now = clock.now();
+      if (await verifications.claimEmailSend(db, email, now, EMAIL_LIMITS))
+        sendInBackground(existingAccountNotice(email), now);
     }
     return { kind: 'verification-required' };
   }
@@ -190,15 +212,17 @@ export function createAuthService(deps: AuthDeps) {
       verification = v;
     } else {
       const v = await verifications.findVerificationByTokenHash(db, sha256Hex(input.otp.toLowerCase()));
-      const live =
-        v !== undefined && v.consumed_at === null && v.token_expires_at > now && v.failed_attempts < MAX_CODE_FAILURES;
+      // Failed code attempts do not void the link: guessing codes must not lock the owner out.
+      const live = v !== undefined && v.consumed_at === null && v.token_expires_at > now;
       if (!live) throw invalidOtp();
       verification = v;
     }
     const v = verification as verifications.VerificationRow;
     return db.transaction().execute(async (trx) => {
-      if (!(await verifications.consumeVerification(trx, v, now, MAX_CODE_FAILURES))) throw invalidOtp();
-      await users.markEmailVerified(trx, v.user_id);
+      if (!(await verifications.consumeVerification(trx, v, now, isCode ? MAX_CODE_FAILURES : undefined))) {
+        throw invalidOtp();
+      }
+      await users.markEmailVerified(trx, v.user_id, v.pending_password_hash);
       const user = await users.findUserById(trx, v.user_id);
       if (!user) throw invalidOtp();
       return startSession(user, client, trx);
@@ -258,13 +282,21 @@ export function createAuthService(deps: AuthDeps) {
       refreshToken: next,
       csrfToken: csrfFor(session.id),
       clientType: client.clientType,
+      refreshTokenMaxAge: Math.max(0, Math.floor((session.expires_at.getTime() - now.getTime()) / 1000)),
     };
   }
 
   async function logout(refreshToken: string, client: ClientInfo, csrfToken: string | undefined): Promise<void> {
     const { session, reused } = await resolveRefresh(refreshToken, client, csrfToken);
-    if (reused || session.revoked_at !== null) throw invalidRefresh();
+    // Logging out with a rotated token still ends the session: its holder may not be the owner.
     await sessions.revokeSession(db, session.id, clock.now());
+    if (reused)
+      throw new ApiError(
+        401,
+        'REFRESH_TOKEN_REUSED',
+        'This refresh token was already used; the session has been ended',
+      );
+    if (session.revoked_at !== null) throw invalidRefresh();
   }
 
   async function currentUser(userId: string): Promise<ApiUser> {
@@ -285,7 +317,7 @@ export function createAuthService(deps: AuthDeps) {
     await users.upsertAdmin(db, config.admin.email, hash);
   }
 
-  return { signUp, signIn, sendVerification, verifyEmail, refresh, logout, currentUser, ensureAdmin };
+  return { signUp, signIn, sendVerification, verifyEmail, refresh, logout, currentUser, ensureAdmin, drainMail };
 }
 
 export type AuthService = ReturnType<typeof createAuthService>;

@@ -42,6 +42,7 @@ export interface EmailVerificationsTable {
   code_expires_at: Date;
   token_expires_at: Date;
   failed_attempts: ColumnType<number, number | undefined, number>;
+  pending_password_hash: string | null;
   consumed_at: Date | null;
   created_at: ColumnType<Date, Date | undefined, Date>;
 }
@@ -49,6 +50,8 @@ export interface EmailVerificationsTable {
 export interface EmailSendLogTable {
   email: string;
   last_sent_at: Date;
+  window_started_at: Date;
+  sent_in_window: ColumnType<number, number | undefined, number>;
 }
 
 export interface SessionsTable {

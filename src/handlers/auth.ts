@@ -30,7 +30,8 @@ function cookieOptions(config: Readonly<Config>, maxAge: number) {
 /** The spec's Session result; for web the refresh token goes into the cookie and the body carries the CSRF token. */
 function sessionResult(config: Readonly<Config>, reply: FastifyReply, issued: IssuedSession) {
   const web = issued.clientType === 'web';
-  if (web) reply.setCookie(REFRESH_COOKIE, issued.refreshToken, cookieOptions(config, config.refreshTokenTtlSeconds));
+  // The cookie lives as long as the session still has (refreshing never extends a session).
+  if (web) reply.setCookie(REFRESH_COOKIE, issued.refreshToken, cookieOptions(config, issued.refreshTokenMaxAge));
   return {
     user: issued.user,
     accessToken: issued.accessToken,

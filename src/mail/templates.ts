@@ -7,7 +7,7 @@ const escapeHtml = (s: string) =>
 export function verificationEmail(to: string, code: string, link: string, minutes: number): MailMessage {
   return {
     to,
-    subject: `Your verification code: ${code}`,
+    subject: 'Confirm your email address',
     text: [
       'Confirm your email address.',
       '',

@@ -42,16 +42,23 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       code_expires_at timestamptz not null,
       token_expires_at timestamptz not null,
       failed_attempts integer not null default 0,
+      -- The password chosen by the sign-up that asked for this verification; it becomes the
+      -- account's password only when the address is verified (so nobody can pre-register someone
+      -- else's address with a password of their own).
+      pending_password_hash text,
       consumed_at timestamptz,
       created_at timestamptz not null default now()
     )
   `.execute(db);
 
-  // The last verification email per address, so that the cooldown holds across instances.
+  // Verification emails per address (the 60 s cooldown and a daily cap), kept in the database so
+  // that the limits hold across instances.
   await sql`
     create table email_send_log (
       email text primary key,
-      last_sent_at timestamptz not null
+      last_sent_at timestamptz not null,
+      window_started_at timestamptz not null,
+      sent_in_window integer not null default 1
     )
   `.execute(db);
 

@@ -58,8 +58,13 @@ export async function addProvider(db: Db, userId: string, provider: string, acco
     .execute();
 }
 
-export async function markEmailVerified(db: Db, userId: string): Promise<void> {
-  await db.updateTable('users').set({ email_verified: true }).where('id', '=', userId).execute();
+/** Marks the address verified and, when the verified sign-up chose one, sets its password. */
+export async function markEmailVerified(db: Db, userId: string, passwordHash: string | null): Promise<void> {
+  await db
+    .updateTable('users')
+    .set(passwordHash === null ? { email_verified: true } : { email_verified: true, password_hash: passwordHash })
+    .where('id', '=', userId)
+    .execute();
 }
 
 /** Creates the administrator or brings an existing account to admin, verified, with this password hash. */

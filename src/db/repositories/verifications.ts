@@ -7,7 +7,16 @@ export type VerificationRow = Selectable<EmailVerificationsTable>;
 /** Replaces the user's verification (voiding any earlier code and link) with a fresh one. */
 export async function replaceVerification(
   db: Db,
-  v: { userId: string; codeHmac: string; tokenHash: string; codeExpiresAt: Date; tokenExpiresAt: Date; now: Date },
+  v: {
+    userId: string;
+    codeHmac: string;
+    tokenHash: string;
+    codeExpiresAt: Date;
+    tokenExpiresAt: Date;
+    /** The password of the sign-up asking for it; undefined (a resend) keeps the previous one. */
+    pendingPasswordHash: string | undefined;
+    now: Date;
+  },
 ): Promise<void> {
   const values = {
     code_hmac: v.codeHmac,
@@ -20,8 +29,13 @@ export async function replaceVerification(
   };
   await db
     .insertInto('email_verifications')
-    .values({ user_id: v.userId, ...values })
-    .onConflict((oc) => oc.column('user_id').doUpdateSet(values))
+    .values({ user_id: v.userId, ...values, pending_password_hash: v.pendingPasswordHash ?? null })
+    .onConflict((oc) =>
+      oc.column('user_id').doUpdateSet({
+        ...values,
+        pending_password_hash: v.pendingPasswordHash ?? sql<string | null>`email_verifications.pending_password_hash`,
+      }),
+    )
     .execute();
 }
 
@@ -41,6 +55,7 @@ export async function findVerificationByEmail(
       'v.code_expires_at',
       'v.token_expires_at',
       'v.failed_attempts',
+      'v.pending_password_hash',
       'v.consumed_at',
       'v.created_at',
     ])
@@ -76,29 +91,51 @@ export async function consumeVerification(
   db: Db,
   v: VerificationRow,
   now: Date,
-  maxFailures: number,
+  /** For a code: the failures that void it. The link is independent of failed code attempts. */
+  maxCodeFailures: number | undefined,
 ): Promise<boolean> {
-  const result = await db
+  let update = db
     .updateTable('email_verifications')
     .set({ consumed_at: now })
     .where('user_id', '=', v.user_id)
     .where('token_hash', '=', v.token_hash)
-    .where('consumed_at', 'is', null)
-    .where('failed_attempts', '<', maxFailures)
-    .executeTakeFirst();
+    .where('consumed_at', 'is', null);
+  if (maxCodeFailures !== undefined) update = update.where('failed_attempts', '<', maxCodeFailures);
+  const result = await update.executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
 }
 
-/** Claims the right to send a verification email to an address: false while the cooldown runs. */
-export async function claimEmailSend(db: Db, email: string, now: Date, cooldownSeconds: number): Promise<boolean> {
-  const cutoff = new Date(now.getTime() - cooldownSeconds * 1000);
-  const row = await db
-    .insertInto('email_send_log')
-    .values({ email, last_sent_at: now })
-    .onConflict((oc) =>
-      oc.column('email').doUpdateSet({ last_sent_at: now }).where('email_send_log.last_sent_at', '<=', cutoff),
-    )
-    .returning('email')
-    .executeTakeFirst();
-  return row !== undefined;
+/**
+ * Claims the right to send a verification email to an address: false while the cooldown runs or
+ * once the daily cap is reached (each email resets the code's failure count, so the cap bounds the
+ * guesses an attacker gets per day). One atomic upsert, so concurrent instances agree.
+ */
+export async function claimEmailSend(
+  db: Db,
+  email: string,
+  now: Date,
+  limits: { cooldownSeconds: number; perDay: number },
+): Promise<boolean> {
+  const cutoff = new Date(now.getTime() - limits.cooldownSeconds * 1000);
+  const dayAgo = new Date(now.getTime() - 86_400_000);
+  const result = await sql<{ email: string }>`
+    insert into email_send_log as l (email, last_sent_at, window_started_at, sent_in_window)
+    values (${email}, ${now}, ${now}, 1)
+    on conflict (email) do update set
+      last_sent_at = excluded.last_sent_at,
+      window_started_at = case when l.window_started_at <= ${dayAgo} then excluded.last_sent_at else l.window_started_at end,
+      sent_in_window = case when l.window_started_at <= ${dayAgo} then 1 else l.sent_in_window + 1 end
+    where l.last_sent_at <= ${cutoff} and (l.window_started_at <= ${dayAgo} or l.sent_in_window < ${limits.perDay})
+    returning email
+  `.execute(db);
+  return result.rows.length === 1;
+}
+
+/** Gives back a claim whose email could not be sent, so that the person can ask again at once. */
+export async function releaseEmailSend(db: Db, email: string, claimedAt: Date): Promise<void> {
+  await sql`
+    update email_send_log
+    set last_sent_at = to_timestamp(0), sent_in_window = greatest(sent_in_window - 1, 0)
+    where email = ${email} and last_sent_at = ${claimedAt}
+  `.execute(db);
 }
