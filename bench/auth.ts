@@ -12,22 +12,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
-import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { freePort, type RunningService, startService, waitFor200 } from '../scripts/lib/service-process.ts';
 import { deriveKeys, hashPassword, hmacHex, sha256Hex } from '../src/auth/crypto.ts';
 import { type LoadResult, resultTable, runLoad } from './lib/load.ts';
+import { benchArgs, ceilingTitle, startCeiling } from './lib/setup.ts';
 
-const { values } = parseArgs({
-  options: {
-    duration: { type: 'string', default: '10' },
-    connections: { type: 'string', default: '10' },
-    users: { type: 'string', default: '30000' },
-  },
-});
-const durationSeconds = Number(values.duration);
-const connections = Number(values.connections);
-const userCount = Number(values.users);
+const args = benchArgs({ users: '30000' });
+const { durationSeconds, connections } = args;
+const userCount = Number(args.options.users);
 const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const dbName = `bench_auth_${process.pid}`;
 const dbUrl = Object.assign(new URL(serverUrl), { pathname: `/${dbName}` }).toString();
@@ -83,18 +76,15 @@ try {
   ]);
   await db.end();
 
-  const barePort = await freePort();
-  const bare = startService({ PORT: String(barePort) }, 'bench/bare-server.ts');
-  started.push(bare);
-  await waitFor200(`http://127.0.0.1:${barePort}/bare`, 30_000);
+  const ceilingUrl = await startCeiling(started);
 
   const base = `http://127.0.0.1:${port}`;
   const json = { 'content-type': 'application/json' };
   const results: LoadResult[] = [];
   results.push(
     await runLoad({
-      title: 'bare Fastify JSON route (ceiling)',
-      url: `http://127.0.0.1:${barePort}/bare`,
+      title: ceilingTitle,
+      url: ceilingUrl,
       connections,
       durationSeconds,
     }),

@@ -9,7 +9,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import {
   freePort,
   type RunningService,
@@ -18,17 +17,11 @@ import {
   waitFor200,
 } from '../scripts/lib/service-process.ts';
 import { type LoadResult, resultTable, runLoad } from './lib/load.ts';
+import { benchArgs, ceilingTitle, startCeiling } from './lib/setup.ts';
 
-const { values } = parseArgs({
-  options: {
-    duration: { type: 'string', default: '10' },
-    connections: { type: 'string', default: '10' },
-    database: { type: 'string', default: 'pglite' },
-  },
-});
-const durationSeconds = Number(values.duration);
-const connections = Number(values.connections);
-const database = values.database === 'postgres' ? 'postgres' : 'pglite';
+const args = benchArgs({ database: 'pglite' });
+const { durationSeconds, connections } = args;
+const database = args.options.database === 'postgres' ? 'postgres' : 'pglite';
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'bench-health-'));
 const env: Record<string, string> = {
@@ -54,16 +47,13 @@ try {
   await new Promise((r) => setTimeout(r, 2000));
   const idleMiB = residentMiB(service.child.pid as number);
 
-  const barePort = await freePort();
-  const bare = startService({ PORT: String(barePort) }, 'bench/bare-server.ts');
-  started.push(bare);
-  await waitFor200(`http://127.0.0.1:${barePort}/bare`, 30_000);
+  const ceilingUrl = await startCeiling(started);
 
   const results: LoadResult[] = [];
   results.push(
     await runLoad({
-      title: 'bare Fastify JSON route (ceiling)',
-      url: `http://127.0.0.1:${barePort}/bare`,
+      title: ceilingTitle,
+      url: ceilingUrl,
       connections,
       durationSeconds,
     }),

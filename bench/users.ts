@@ -7,19 +7,16 @@
  *   DATABASE_URL=postgres://…/users1m npm run bench:users -- [--duration 10] [--connections 10]
  */
 import os from 'node:os';
-import { parseArgs } from 'node:util';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { freePort, type RunningService, startService, waitFor200 } from '../scripts/lib/service-process.ts';
 import { userDirectoryQuery } from '../src/db/repositories/user-directory.ts';
 import type { Database } from '../src/db/schema.ts';
 import { type LoadResult, resultTable, runLoad } from './lib/load.ts';
+import { benchArgs, ceilingTitle, startCeiling } from './lib/setup.ts';
 
-const { values } = parseArgs({
-  options: { duration: { type: 'string', default: '10' }, connections: { type: 'string', default: '10' } },
-});
-const durationSeconds = Number(values.duration);
-const connections = Number(values.connections);
+const args = benchArgs();
+const { durationSeconds, connections } = args;
 const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/users1m';
 
 const client = new pg.Client({ connectionString: databaseUrl });
@@ -84,15 +81,12 @@ try {
     body: JSON.stringify({ email: 'bench-admin@example.com', password: 'bench-admin-password' }),
   });
   const { accessToken } = (await signIn.json()) as { accessToken: string };
-  const barePort = await freePort();
-  const bare = startService({ PORT: String(barePort) }, 'bench/bare-server.ts');
-  started.push(bare);
-  await waitFor200(`http://127.0.0.1:${barePort}/bare`, 30_000);
+  const ceilingUrl = await startCeiling(started);
 
   const results: LoadResult[] = [
     await runLoad({
-      title: 'bare Fastify JSON route (ceiling)',
-      url: `http://127.0.0.1:${barePort}/bare`,
+      title: ceilingTitle,
+      url: ceilingUrl,
       connections,
       durationSeconds,
     }),

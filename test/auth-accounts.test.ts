@@ -1,59 +1,22 @@
 // Accounts: what sign-up stores and answers (case, password length, repeated addresses, names),
 // the administrator account from the environment, and secrets never kept in plain text.
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
 import type { Env } from '../src/config.ts';
-import { buildTestApp } from './helpers/app.ts';
-import { TestClock } from './helpers/clock.ts';
+import { buildAuthTestApp, decodeClaims, newEmail, PASSWORD, pause, QUIET_MS } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
-import { type ReceivedMail, startSmtpCapture } from './helpers/smtp.ts';
-
-const PASSWORD = 'correct horse battery staple';
-/** How long to wait before concluding that no email is coming. */
-const QUIET_MS = 750;
-
-const newEmail = (label: string) => `${label}-${randomBytes(4).toString('hex')}@example.com`;
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function decodeClaims(jwt: string): Record<string, unknown> {
-  const payload = jwt.split('.')[1] ?? '';
-  return JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
-}
 
 async function setup(t: Test, env: Env = {}) {
-  const smtp = await startSmtpCapture();
-  const clock = new TestClock();
-  const built = await buildTestApp(t, {
-    clock,
-    env: {
-      SMTP_URL: smtp.url,
-      REDIS_KEY_PREFIX: `test-accounts-${randomUUID()}:`,
-      RATE_LIMIT_VERIFY: '1000',
-      RATE_LIMIT_SIGN_IN: '1000',
-      RATE_LIMIT_SIGN_UP: '1000',
-      RATE_LIMIT_SEND_VERIFICATION: '1000',
-      RATE_LIMIT_REFRESH: '1000',
-      ...env,
-    },
-  });
-  t.teardown(() => smtp.close());
+  const built = await buildAuthTestApp(t, { env, label: 'accounts' });
   const { app, database } = built;
 
+  // Unlike the shared signUp, this one takes the whole payload (the password defaults to PASSWORD).
   const signUp = (payload: Record<string, unknown>) =>
     app.inject({ method: 'POST', url: '/api/auth/users', payload: { password: PASSWORD, ...payload } });
 
   const signIn = (email: string, password = PASSWORD, client = 'mobile') =>
     app.inject({ method: 'POST', url: `/api/auth/sessions?client_type=${client}`, payload: { email, password } });
-
-  const verify = (payload: Record<string, unknown>) =>
-    app.inject({ method: 'POST', url: '/api/auth/email/verify?client_type=mobile', payload });
-
-  async function firstMail(email: string): Promise<ReceivedMail> {
-    const [mail] = await smtp.waitFor(email, 1);
-    if (mail === undefined) throw new Error(`no mail for ${email}`);
-    return mail;
-  }
 
   /** Every row of a table, as JSON text (so a secret can be searched for in any column). */
   async function tableText(table: string): Promise<{ rows: Record<string, unknown>[]; text: string }> {
@@ -70,7 +33,7 @@ async function setup(t: Test, env: Env = {}) {
     return texts.join('\n');
   }
 
-  return { ...built, smtp, clock, signUp, signIn, verify, firstMail, tableText, allTablesText };
+  return { ...built, signUp, signIn, tableText, allTablesText };
 }
 
 t.test('email addresses are stored, mailed and returned in lower case', async (t) => {
@@ -193,7 +156,7 @@ t.test('the name given at sign-up becomes profile.name; without one it is null',
 t.test('ADMIN_EMAIL/ADMIN_PASSWORD: an administrator who signs in without verification', async (t) => {
   const adminEmail = newEmail('admin');
   const adminPassword = 'administrator password';
-  const { signUp, signIn, verify, firstMail, app } = await setup(t, {
+  const { signUp, signIn, verify, firstMail, current } = await setup(t, {
     ADMIN_EMAIL: adminEmail,
     ADMIN_PASSWORD: adminPassword,
   });
@@ -204,10 +167,7 @@ t.test('ADMIN_EMAIL/ADMIN_PASSWORD: an administrator who signs in without verifi
   t.equal(adminClaims.role, 'admin', "role 'admin'");
   t.equal(adminClaims.email, adminEmail);
   t.equal(adminClaims.sub, admin.json().user.id);
-  const me = await app.inject({
-    url: '/api/auth/sessions/current',
-    headers: { authorization: `Bearer ${admin.json().accessToken}` },
-  });
+  const me = await current(admin.json().accessToken);
   t.equal(me.statusCode, 200, 'the administrator token works');
   t.equal(me.json().user.email, adminEmail);
   assertErrorBody(t, await signIn(adminEmail, 'not the admin password'), 401, 'INVALID_CREDENTIALS');

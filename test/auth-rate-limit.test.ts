@@ -1,29 +1,24 @@
 // Rate limits of the auth operations: 429 RATE_LIMITED with Retry-After once a client spends its
 // allowance, keyed on the client address (X-Forwarded-For only behind TRUST_PROXY), and shared
 // between instances through Redis.
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
 import type { Env } from '../src/config.ts';
-import { buildTestApp } from './helpers/app.ts';
+import { buildAuthTestApp, newEmail, newRedisKeyPrefix, PASSWORD, wrongCode } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
-import { startSmtpCapture } from './helpers/smtp.ts';
 
-const PASSWORD = 'correct horse battery staple';
 const REDIS_URL = 'redis://127.0.0.1:6379';
 const WINDOW_SECONDS = 300;
 
-const newEmail = (label: string) => `${label}-${randomBytes(4).toString('hex')}@example.com`;
-const newPrefix = () => `test-rate-limit-${randomUUID()}:`;
+const newPrefix = () => newRedisKeyPrefix('rate-limit');
 
 async function setup(t: Test, env: Env) {
-  const smtp = await startSmtpCapture();
-  const built = await buildTestApp(t, { env: { SMTP_URL: smtp.url, REDIS_KEY_PREFIX: newPrefix(), ...env } });
-  t.teardown(() => smtp.close());
+  const built = await buildAuthTestApp(t, { env, label: 'rate-limit', generousRateLimits: false });
   const { app } = built;
   const signIn = (email: string, password = PASSWORD, headers: Record<string, string> = {}) =>
     app.inject({ method: 'POST', url: '/api/auth/sessions?client_type=mobile', payload: { email, password }, headers });
-  return { ...built, smtp, signIn };
+  return { ...built, signIn };
 }
 
 function assertNotLimited(t: Test, res: LightMyRequestResponse, label: string) {
@@ -41,19 +36,15 @@ function assertLimited(t: Test, res: LightMyRequestResponse, label: string) {
 }
 
 t.test('verify: with RATE_LIMIT_VERIFY=3 the 4th attempt is 429, even with the right code', async (t) => {
-  const { app, smtp, signIn } = await setup(t, { RATE_LIMIT_VERIFY: '3' });
+  const { app, smtp, signUp, signIn } = await setup(t, { RATE_LIMIT_VERIFY: '3' });
   const email = newEmail('verify');
-  t.equal(
-    (await app.inject({ method: 'POST', url: '/api/auth/users', payload: { email, password: PASSWORD } })).statusCode,
-    202,
-  );
+  t.equal((await signUp(email)).statusCode, 202);
   const [mail] = await smtp.waitFor(email, 1);
   const code = mail?.code ?? '';
-  const wrong = (k: number) => String((Number(code) + k) % 1_000_000).padStart(6, '0');
   const verify = (otp: string) =>
     app.inject({ method: 'POST', url: '/api/auth/email/verify', payload: { otp, email } });
   for (const k of [1, 2, 3]) {
-    const res = await verify(wrong(k));
+    const res = await verify(wrongCode(code, k));
     t.equal(res.statusCode, 400, `attempt ${k}: 400 (a wrong code, not yet limited)`);
   }
   assertLimited(t, await verify(code), 'attempt 4');
@@ -72,20 +63,16 @@ t.test('sign-in: with RATE_LIMIT_SIGN_IN=2 the 3rd attempt is 429, even with the
 
 t.test('sign-up, send-verification and refresh have their own limits', async (t) => {
   t.test('RATE_LIMIT_SIGN_UP=2', async (t) => {
-    const { app } = await setup(t, { RATE_LIMIT_SIGN_UP: '2' });
-    const signUp = () =>
-      app.inject({ method: 'POST', url: '/api/auth/users', payload: { email: newEmail('up'), password: PASSWORD } });
-    t.equal((await signUp()).statusCode, 202);
-    t.equal((await signUp()).statusCode, 202);
-    assertLimited(t, await signUp(), 'sign-up 3');
+    const { signUp } = await setup(t, { RATE_LIMIT_SIGN_UP: '2' });
+    t.equal((await signUp(newEmail('up'))).statusCode, 202);
+    t.equal((await signUp(newEmail('up'))).statusCode, 202);
+    assertLimited(t, await signUp(newEmail('up')), 'sign-up 3');
   });
   t.test('RATE_LIMIT_SEND_VERIFICATION=2', async (t) => {
-    const { app } = await setup(t, { RATE_LIMIT_SEND_VERIFICATION: '2' });
-    const send = () =>
-      app.inject({ method: 'POST', url: '/api/auth/email/send-verification', payload: { email: newEmail('send') } });
-    t.equal((await send()).statusCode, 202);
-    t.equal((await send()).statusCode, 202);
-    assertLimited(t, await send(), 'send-verification 3');
+    const { sendVerification } = await setup(t, { RATE_LIMIT_SEND_VERIFICATION: '2' });
+    t.equal((await sendVerification(newEmail('send'))).statusCode, 202);
+    t.equal((await sendVerification(newEmail('send'))).statusCode, 202);
+    assertLimited(t, await sendVerification(newEmail('send')), 'send-verification 3');
   });
   t.test('RATE_LIMIT_REFRESH=2', async (t) => {
     const { app } = await setup(t, { RATE_LIMIT_REFRESH: '2' });
@@ -100,11 +87,9 @@ t.test('sign-up, send-verification and refresh have their own limits', async (t)
     assertLimited(t, await refresh(), 'refresh 3');
   });
   t.test('spending one limit leaves the others alone', async (t) => {
-    const { app, signIn } = await setup(t, { RATE_LIMIT_SIGN_UP: '1' });
-    const signUp = () =>
-      app.inject({ method: 'POST', url: '/api/auth/users', payload: { email: newEmail('one'), password: PASSWORD } });
-    t.equal((await signUp()).statusCode, 202);
-    assertLimited(t, await signUp(), 'sign-up 2');
+    const { signUp, signIn } = await setup(t, { RATE_LIMIT_SIGN_UP: '1' });
+    t.equal((await signUp(newEmail('one'))).statusCode, 202);
+    assertLimited(t, await signUp(newEmail('one')), 'sign-up 2');
     assertErrorBody(t, await signIn(newEmail('other')), 401, 'INVALID_CREDENTIALS');
   });
 });

@@ -1,22 +1,14 @@
 // Sessions: sign-in answers, refresh-token rotation and reuse, CSRF for web clients, logout,
 // the current session, and the claims of access tokens.
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
 import { TOKEN_AUDIENCE, TOKEN_ISSUER } from '../src/auth/access-token.ts';
 import { resolveJwtSecret } from '../src/auth/signing-key.ts';
 import type { Env } from '../src/config.ts';
-import { buildTestApp } from './helpers/app.ts';
-import { TestClock } from './helpers/clock.ts';
+import { buildAuthTestApp, type ClientType, decodeClaims, newEmail, PASSWORD, refreshCookies } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
-import { startSmtpCapture } from './helpers/smtp.ts';
 import { accessClaims, forgeJwt } from './helpers/tokens.ts';
-
-type ClientType = 'web' | 'mobile' | 'desktop';
-
-const PASSWORD = 'correct horse battery staple';
-
-const newEmail = (label: string) => `${label}-${randomBytes(4).toString('hex')}@example.com`;
 
 interface Session {
   accessToken: string;
@@ -27,60 +19,15 @@ interface Session {
   cookie: string | undefined;
 }
 
-function setCookieHeaders(res: LightMyRequestResponse): string[] {
-  const header = res.headers['set-cookie'];
-  if (header === undefined) return [];
-  return Array.isArray(header) ? header : [String(header)];
-}
-
-/** The refresh_token Set-Cookie lines of a response, split into value and attributes (names lower-cased). */
-function refreshCookies(res: LightMyRequestResponse) {
-  return setCookieHeaders(res)
-    .filter((line) => line.startsWith('refresh_token='))
-    .map((line) => {
-      const [pair = '', ...rest] = line.split(';').map((part) => part.trim());
-      const attributes = new Map<string, string>();
-      for (const attribute of rest) {
-        const eq = attribute.indexOf('=');
-        if (eq === -1) attributes.set(attribute.toLowerCase(), '');
-        else attributes.set(attribute.slice(0, eq).toLowerCase(), attribute.slice(eq + 1));
-      }
-      return { value: pair.slice('refresh_token='.length), attributes, line };
-    });
-}
-
 function toSession(res: LightMyRequestResponse): Session {
   if (res.statusCode !== 200) throw new Error(`expected a session, got ${res.statusCode} ${res.body}`);
   const body = res.json() as Omit<Session, 'cookie'>;
   return { ...body, cookie: refreshCookies(res)[0]?.value };
 }
 
-function decodeClaims(jwt: string): Record<string, unknown> {
-  const payload = jwt.split('.')[1] ?? '';
-  return JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
-}
-
 async function setup(t: Test, env: Env = {}) {
-  const smtp = await startSmtpCapture();
-  const clock = new TestClock();
-  const built = await buildTestApp(t, {
-    clock,
-    env: {
-      SMTP_URL: smtp.url,
-      REDIS_KEY_PREFIX: `test-sessions-${randomUUID()}:`,
-      RATE_LIMIT_VERIFY: '1000',
-      RATE_LIMIT_SIGN_IN: '1000',
-      RATE_LIMIT_SIGN_UP: '1000',
-      RATE_LIMIT_SEND_VERIFICATION: '1000',
-      RATE_LIMIT_REFRESH: '1000',
-      ...env,
-    },
-  });
-  t.teardown(() => smtp.close());
-  const { app } = built;
-
-  const signUp = (email: string) =>
-    app.inject({ method: 'POST', url: '/api/auth/users', payload: { email, password: PASSWORD } });
+  const built = await buildAuthTestApp(t, { env, label: 'sessions' });
+  const { app, signUp, verify, firstMail } = built;
 
   const signIn = (email: string, password = PASSWORD, client: ClientType = 'web') =>
     app.inject({ method: 'POST', url: `/api/auth/sessions?client_type=${client}`, payload: { email, password } });
@@ -90,12 +37,8 @@ async function setup(t: Test, env: Env = {}) {
     const email = newEmail(label);
     const res = await signUp(email);
     if (res.statusCode !== 202) throw new Error(`sign-up: ${res.statusCode} ${res.body}`);
-    const [mail] = await smtp.waitFor(email, 1);
-    const verified = await app.inject({
-      method: 'POST',
-      url: '/api/auth/email/verify?client_type=mobile',
-      payload: { otp: mail?.token },
-    });
+    const mail = await firstMail(email);
+    const verified = await verify({ otp: mail.token });
     if (verified.statusCode !== 200) throw new Error(`verify: ${verified.statusCode} ${verified.body}`);
     return email;
   }
@@ -121,13 +64,14 @@ async function setup(t: Test, env: Env = {}) {
       payload: refreshToken === null ? {} : { refreshToken },
     });
 
+  // Unlike the shared current, this one takes the whole Authorization header, or none.
   const current = (authorization?: string) =>
     app.inject({
       url: '/api/auth/sessions/current',
       headers: authorization === undefined ? {} : { authorization },
     });
 
-  return { ...built, smtp, clock, signUp, signIn, verifiedAccount, session, webCall, bodyCall, current };
+  return { ...built, signIn, verifiedAccount, session, webCall, bodyCall, current };
 }
 
 t.test('sign-in refusals', async (t) => {

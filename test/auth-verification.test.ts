@@ -1,61 +1,23 @@
 // Email verification: the rules for codes and link tokens (POST /api/auth/email/verify) and for
 // sending new verification emails (POST /api/auth/email/send-verification).
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
-import { buildTestApp } from './helpers/app.ts';
-import { TestClock } from './helpers/clock.ts';
+import { buildAuthTestApp, newEmail, PASSWORD, pause, QUIET_MS, wrongCode } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
-import { type ReceivedMail, startSmtpCapture } from './helpers/smtp.ts';
-
-const PASSWORD = 'correct horse battery staple';
-/** How long to wait before concluding that no email is coming. */
-const QUIET_MS = 750;
-
-const newEmail = (label: string) => `${label}-${randomBytes(4).toString('hex')}@example.com`;
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-/** A 6-digit code that differs from `code`. */
-const wrongCode = (code: string, k = 1) => String((Number(code) + k) % 1_000_000).padStart(6, '0');
+import type { ReceivedMail } from './helpers/smtp.ts';
 
 async function setup(t: Test) {
-  const smtp = await startSmtpCapture();
-  const clock = new TestClock();
-  const built = await buildTestApp(t, {
-    clock,
-    env: {
-      SMTP_URL: smtp.url,
-      REDIS_KEY_PREFIX: `test-verification-${randomUUID()}:`,
-      RATE_LIMIT_VERIFY: '1000',
-      RATE_LIMIT_SIGN_IN: '1000',
-      RATE_LIMIT_SIGN_UP: '1000',
-      RATE_LIMIT_SEND_VERIFICATION: '1000',
-    },
-  });
-  t.teardown(() => smtp.close());
-  const { app } = built;
+  const built = await buildAuthTestApp(t, { label: 'verification' });
 
   /** Signs up (verification required) and returns the verification email. */
   async function signUp(email: string): Promise<ReceivedMail> {
-    const res = await app.inject({ method: 'POST', url: '/api/auth/users', payload: { email, password: PASSWORD } });
+    const res = await built.signUp(email);
     if (res.statusCode !== 202) throw new Error(`sign-up of ${email}: ${res.statusCode} ${res.body}`);
-    return nthMail(email, 1);
+    return built.firstMail(email);
   }
 
-  /** Waits for the n-th email (1-based) to an address and returns it. */
-  async function nthMail(email: string, n: number): Promise<ReceivedMail> {
-    const mails = await smtp.waitFor(email, n);
-    const mail = mails[n - 1];
-    if (mail === undefined) throw new Error(`no mail ${n} for ${email}`);
-    return mail;
-  }
-
-  const verify = (payload: Record<string, unknown>) =>
-    app.inject({ method: 'POST', url: '/api/auth/email/verify?client_type=mobile', payload });
-
-  const sendVerification = (email: string) =>
-    app.inject({ method: 'POST', url: '/api/auth/email/send-verification', payload: { email } });
-
-  return { ...built, smtp, clock, signUp, nthMail, verify, sendVerification };
+  return { ...built, signUp };
 }
 
 function assertInvalidOtp(t: Test, res: LightMyRequestResponse, label: string) {
@@ -192,7 +154,7 @@ t.test('at most 10 verification emails per address per day', async (t) => {
     clock.advance(61);
     t.equal((await sendVerification(email)).statusCode, 202);
   }
-  await new Promise((r) => setTimeout(r, 300));
+  await pause(300);
   t.equal(smtp.to(email).length, 10, 'the 11th and 12th requests of the day send nothing');
   clock.advance(24 * 3600);
   t.equal((await sendVerification(email)).statusCode, 202);
@@ -237,7 +199,7 @@ t.test('a code consumes the link token of the same email', async (t) => {
 });
 
 t.test('a successful verification marks the address verified for sign-in and the current session', async (t) => {
-  const { app, signUp, verify } = await setup(t);
+  const { app, signUp, verify, current } = await setup(t);
   const email = newEmail('verified');
   const mail = await signUp(email);
   const signIn = () =>
@@ -247,10 +209,7 @@ t.test('a successful verification marks the address verified for sign-in and the
   t.equal(res.statusCode, 200);
   const { accessToken, user } = res.json();
   t.equal(user.emailVerified, true, 'the session result says verified');
-  const me = await app.inject({
-    url: '/api/auth/sessions/current',
-    headers: { authorization: `Bearer ${accessToken}` },
-  });
+  const me = await current(accessToken);
   t.equal(me.statusCode, 200);
   t.equal(me.json().user.emailVerified, true, 'the current session says verified');
   t.equal((await signIn()).statusCode, 200, 'sign-in is no longer refused');

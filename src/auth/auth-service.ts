@@ -59,6 +59,8 @@ export interface IssuedSession {
 const invalidOtp = () => new ApiError(400, 'INVALID_OTP', 'The code or link is invalid or has expired');
 const invalidCredentials = () => new ApiError(401, 'INVALID_CREDENTIALS', 'Email or password is incorrect');
 const invalidRefresh = () => new ApiError(401, 'REFRESH_TOKEN_INVALID', 'The refresh token is invalid or has expired');
+const refreshReused = () =>
+  new ApiError(401, 'REFRESH_TOKEN_REUSED', 'This refresh token was already used; the session has been ended');
 
 /** Sign-up, sign-in, email verification and session lifecycle. Knows nothing of HTTP. */
 export function createAuthService(deps: AuthDeps) {
@@ -86,6 +88,30 @@ export function createAuthService(deps: AuthDeps) {
     await Promise.allSettled([...pendingSends]);
   };
 
+  /** What a new or refreshed session hands back: a fresh access token and the session's current refresh token. */
+  function issued(
+    user: users.UserRow,
+    session: sessions.SessionRow,
+    refreshToken: string,
+    clientType: ClientType,
+    now: Date,
+  ): IssuedSession {
+    return {
+      user: toApiUser(user),
+      accessToken: deps.signAccessToken({
+        sub: user.id,
+        email: user.email,
+        role: user.role,
+        sid: session.id,
+        token_use: 'access',
+      }),
+      refreshToken,
+      csrfToken: csrfFor(session.id),
+      clientType,
+      refreshTokenMaxAge: Math.max(0, Math.floor((session.expires_at.getTime() - now.getTime()) / 1000)),
+    };
+  }
+
   async function startSession(
     user: users.UserRow,
     client: ClientInfo,
@@ -102,20 +128,7 @@ export function createAuthService(deps: AuthDeps) {
       userAgent: client.userAgent?.slice(0, 512) ?? null,
       ip: client.ip,
     });
-    return {
-      user: toApiUser(user),
-      accessToken: deps.signAccessToken({
-        sub: user.id,
-        email: user.email,
-        role: user.role,
-        sid: session.id,
-        token_use: 'access',
-      }),
-      refreshToken,
-      csrfToken: csrfFor(session.id),
-      clientType: client.clientType,
-      refreshTokenMaxAge: config.refreshTokenTtlSeconds,
-    };
+    return issued(user, session, refreshToken, client.clientType, now);
   }
 
   /**
@@ -256,11 +269,7 @@ export function createAuthService(deps: AuthDeps) {
       // A rotated token presented again: someone else may hold the session. End it for everyone.
       await sessions.revokeSession(db, session.id, now);
       log.warn({ sessionId: session.id, userId: session.user_id }, 'refresh token reuse: session revoked');
-      return new ApiError(
-        401,
-        'REFRESH_TOKEN_REUSED',
-        'This refresh token was already used; the session has been ended',
-      );
+      return refreshReused();
     };
     if (reused) throw await reuse();
     if (session.revoked_at !== null || session.expires_at <= now) throw invalidRefresh();
@@ -270,32 +279,14 @@ export function createAuthService(deps: AuthDeps) {
       return users.findUserById(trx, session.user_id);
     });
     if (user === undefined) throw await reuse(); // lost a race with another refresh of the same token
-    return {
-      user: toApiUser(user),
-      accessToken: deps.signAccessToken({
-        sub: user.id,
-        email: user.email,
-        role: user.role,
-        sid: session.id,
-        token_use: 'access',
-      }),
-      refreshToken: next,
-      csrfToken: csrfFor(session.id),
-      clientType: client.clientType,
-      refreshTokenMaxAge: Math.max(0, Math.floor((session.expires_at.getTime() - now.getTime()) / 1000)),
-    };
+    return issued(user, session, next, client.clientType, now);
   }
 
   async function logout(refreshToken: string, client: ClientInfo, csrfToken: string | undefined): Promise<void> {
     const { session, reused } = await resolveRefresh(refreshToken, client, csrfToken);
     // Logging out with a rotated token still ends the session: its holder may not be the owner.
     await sessions.revokeSession(db, session.id, clock.now());
-    if (reused)
-      throw new ApiError(
-        401,
-        'REFRESH_TOKEN_REUSED',
-        'This refresh token was already used; the session has been ended',
-      );
+    if (reused) throw refreshReused();
     if (session.revoked_at !== null) throw invalidRefresh();
   }
 

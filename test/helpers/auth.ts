@@ -1,0 +1,136 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { LightMyRequestResponse } from 'fastify';
+import type { Env } from '../../src/config.ts';
+import { buildTestApp, type TestApp } from './app.ts';
+import { TestClock } from './clock.ts';
+import { type ReceivedMail, type SmtpCapture, startSmtpCapture } from './smtp.ts';
+
+type Teardown = Parameters<typeof buildTestApp>[0];
+
+/** Where a session's refresh token goes: a cookie (web) or the body (mobile, desktop). */
+export type ClientType = 'web' | 'mobile' | 'desktop';
+
+/** The password test accounts sign up with. */
+export const PASSWORD = 'correct horse battery staple';
+
+/** How long to wait before concluding that no email is coming. */
+export const QUIET_MS = 750;
+
+/** Rate limits high enough that tests of other rules never reach them. */
+const GENEROUS_RATE_LIMITS: Env = {
+  RATE_LIMIT_VERIFY: '1000',
+  RATE_LIMIT_SIGN_IN: '1000',
+  RATE_LIMIT_SIGN_UP: '1000',
+  RATE_LIMIT_SEND_VERIFICATION: '1000',
+  RATE_LIMIT_REFRESH: '1000',
+};
+
+/** A fresh address at example.com, tagged with `label`. */
+export const newEmail = (label: string) => `${label}-${randomBytes(4).toString('hex')}@example.com`;
+
+/** A REDIS_KEY_PREFIX of its own, so that apps do not share rate-limit counters by accident. */
+export const newRedisKeyPrefix = (label: string) => `test-${label}-${randomUUID()}:`;
+
+/** Resolves after `ms` milliseconds. */
+export const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A 6-digit code that differs from `code`. */
+export const wrongCode = (code: string, k = 1) => String((Number(code) + k) % 1_000_000).padStart(6, '0');
+
+/** The claims of a JWT, decoded without checking the signature. */
+export function decodeClaims(jwt: string): Record<string, unknown> {
+  const payload = jwt.split('.')[1] ?? '';
+  return JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
+}
+
+/** The Set-Cookie lines of a response. */
+export function setCookieHeaders(res: LightMyRequestResponse): string[] {
+  const header = res.headers['set-cookie'];
+  if (header === undefined) return [];
+  return Array.isArray(header) ? header : [String(header)];
+}
+
+/** The refresh_token Set-Cookie lines of a response, split into value and attributes (names lower-cased). */
+export function refreshCookies(res: LightMyRequestResponse) {
+  return setCookieHeaders(res)
+    .filter((line) => line.startsWith('refresh_token='))
+    .map((line) => {
+      const [pair = '', ...rest] = line.split(';').map((part) => part.trim());
+      const attributes = new Map<string, string>();
+      for (const attribute of rest) {
+        const eq = attribute.indexOf('=');
+        if (eq === -1) attributes.set(attribute.toLowerCase(), '');
+        else attributes.set(attribute.slice(0, eq).toLowerCase(), attribute.slice(eq + 1));
+      }
+      return { value: pair.slice('refresh_token='.length), attributes, line };
+    });
+}
+
+/** How buildAuthTestApp configures the app. */
+export interface AuthTestAppOptions {
+  /** Environment variables on top of the auth test defaults (they win over the generous rate limits). */
+  env?: Env;
+  /** Names the test file in REDIS_KEY_PREFIX. */
+  label?: string;
+  /** false leaves the rate limits at their configured values, for tests of the limits themselves. */
+  generousRateLimits?: boolean;
+}
+
+type Reply = Promise<LightMyRequestResponse>;
+
+/** A test app with its SMTP capture, its clock and the request shorthands the auth tests share. */
+export interface AuthTestApp extends TestApp {
+  smtp: SmtpCapture;
+  clock: TestClock;
+  /** POST /api/auth/users with PASSWORD, `extra` fields on top, and an optional query string. */
+  signUp(email: string, extra?: Record<string, unknown>, query?: string): Reply;
+  /** POST /api/auth/email/verify as a mobile client. */
+  verify(payload: Record<string, unknown>): Reply;
+  /** POST /api/auth/email/send-verification for an address. */
+  sendVerification(email: string): Reply;
+  /** GET /api/auth/sessions/current with a Bearer access token. */
+  current(accessToken: string): Reply;
+  /** Waits for the n-th email (1-based) to an address and returns it. */
+  nthMail(email: string, n: number): Promise<ReceivedMail>;
+  /** Waits for the first email to an address and returns it. */
+  firstMail(email: string): Promise<ReceivedMail>;
+}
+
+/** A test app on a fresh database that mails to a local SMTP capture and runs on a TestClock; all closed when `t` ends. */
+export async function buildAuthTestApp(t: Teardown, options: AuthTestAppOptions = {}): Promise<AuthTestApp> {
+  const smtp = await startSmtpCapture();
+  const clock = new TestClock();
+  const built = await buildTestApp(t, {
+    clock,
+    env: {
+      SMTP_URL: smtp.url,
+      REDIS_KEY_PREFIX: newRedisKeyPrefix(options.label ?? 'auth'),
+      ...(options.generousRateLimits === false ? {} : GENEROUS_RATE_LIMITS),
+      ...options.env,
+    },
+  });
+  t.teardown(() => smtp.close());
+  const { app } = built;
+
+  async function nthMail(email: string, n: number): Promise<ReceivedMail> {
+    const mails = await smtp.waitFor(email, n);
+    const mail = mails[n - 1];
+    if (mail === undefined) throw new Error(`no mail ${n} for ${email}`);
+    return mail;
+  }
+
+  return {
+    ...built,
+    smtp,
+    clock,
+    signUp: (email, extra = {}, query = '') =>
+      app.inject({ method: 'POST', url: `/api/auth/users${query}`, payload: { email, password: PASSWORD, ...extra } }),
+    verify: (payload) => app.inject({ method: 'POST', url: '/api/auth/email/verify?client_type=mobile', payload }),
+    sendVerification: (email) =>
+      app.inject({ method: 'POST', url: '/api/auth/email/send-verification', payload: { email } }),
+    current: (accessToken) =>
+      app.inject({ url: '/api/auth/sessions/current', headers: { authorization: `Bearer ${accessToken}` } }),
+    nthMail,
+    firstMail: (email) => nthMail(email, 1),
+  };
+}
