@@ -29,6 +29,7 @@ const env: Record<string, string> = {
   LOG_LEVEL: 'warn',
   NODE_ENV: 'production',
   JWT_SECRET: 'b'.repeat(48),
+  SMTP_URL: 'smtp://127.0.0.1:9', // never used here
 };
 if (database === 'postgres') env.DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 

@@ -49,7 +49,8 @@ const queryString = (c: (typeof cases)[number]) =>
 
 // The plans, from the repository's own statement.
 const kysely = new Kysely<Database>({
-  dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 1 }) }),
+  // The same session settings as the service (no JIT), so that the plans are the ones it runs.
+  dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 1, options: '-c jit=off' }) }),
 });
 const plans: string[] = [];
 for (const c of cases) {
