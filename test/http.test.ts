@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { buildTestApp } from './helpers/app.ts';
@@ -110,7 +110,8 @@ t.test('HTTP behaviour shared by every route', async (t) => {
   });
 });
 
-t.test('a 5xx is logged with its request id and never shows internals', async (t) => {
+/** An app (not yet ready, so tests may add routes) whose log lines are collected in `lines`. */
+async function buildAppCapturingLogs(t: Test, level: 'error' | 'info') {
   const database = await createTestDatabase();
   const lines: string[] = [];
   const stream = new Writable({
@@ -121,12 +122,17 @@ t.test('a 5xx is logged with its request id and never shows internals', async (t
   });
   const app = await buildApp(loadConfig({ NODE_ENV: 'test', DATABASE_URL: database.url }), {
     database: database.handle,
-    logger: { level: 'error', stream },
+    logger: { level, stream },
   });
   t.teardown(async () => {
     await app.close();
     await database.drop();
   });
+  return { app, database, lines };
+}
+
+t.test('a 5xx is logged with its request id and never shows internals', async (t) => {
+  const { app, database, lines } = await buildAppCapturingLogs(t, 'error');
   app.get('/test-only/explode', async () => {
     await database.handle.db
       .selectFrom('no_such_table' as never)
@@ -144,22 +150,7 @@ t.test('a 5xx is logged with its request id and never shows internals', async (t
 });
 
 t.test('tokens in verification links and credentials in headers never reach the log', async (t) => {
-  const database = await createTestDatabase();
-  const lines: string[] = [];
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      lines.push(String(chunk));
-      done();
-    },
-  });
-  const app = await buildApp(loadConfig({ NODE_ENV: 'test', DATABASE_URL: database.url }), {
-    database: database.handle,
-    logger: { level: 'info', stream },
-  });
-  t.teardown(async () => {
-    await app.close();
-    await database.drop();
-  });
+  const { app, lines } = await buildAppCapturingLogs(t, 'info');
   const token = 'ab'.repeat(32);
   await app.inject({ url: `/auth/verify-email?token=${token}` });
   await app.inject({ url: '/api/auth/sessions/current', headers: { authorization: 'Bearer secret-bearer-value' } });
