@@ -1,7 +1,7 @@
 /**
  * Loads N synthetic users straight into the database (not through the API), fast: batches of
  * INSERT … SELECT generate_series, with realistic names and emails and creation times spread over
- * three years. For large loads the trigram indexes are dropped first and rebuilt at the end
+ * three years. For large loads the trigram index is dropped first and rebuilt at the end
  * (building a GIN index once is far quicker than updating it a million times).
  *
  *   npm run seed -- --users 1000000            # the configured database (DATABASE_URL, or PGlite under DATA_DIR)
@@ -48,7 +48,7 @@ if (!Number.isSafeInteger(total) || total < 1) {
   process.exit(1);
 }
 
-const trigramIndexes = ['users_email_trgm_idx', 'users_name_trgm_idx'];
+const trigramIndexes = ['users_search_trgm_idx'];
 
 try {
   const config = loadConfig();
@@ -103,7 +103,7 @@ try {
     }
     bar.stop();
     if (rebuild) {
-      process.stdout.write('rebuilding trigram indexes… ');
+      process.stdout.write('rebuilding the trigram index… ');
       const t0 = Date.now();
       for (const def of definitions) await sql.raw(def).execute(db);
       console.log(`${((Date.now() - t0) / 1000).toFixed(1)} s`);

@@ -126,6 +126,12 @@ t.test('GET /api/auth/users', async (t) => {
     t.equal(twins.data.length, 5);
     const none = (await list('?search=nobody-matches-this')).json();
     t.same(none, { data: [], pagination: { offset: 0, limit: 10, total: 0 } });
+    const spanning = (await list(`?search=${encodeURIComponent('example.com ann')}`)).json();
+    t.same(
+      spanning.pagination.total,
+      0,
+      'text spanning the end of the email and the start of the name matches nothing',
+    );
     const blank = (await list('?search=%20%20')).json();
     t.equal(blank.pagination.total, 25, 'a blank search is no filter');
   });

@@ -51,12 +51,16 @@ export function userDirectoryQuery(q: DirectoryQuery) {
       order by page.created_at desc, page.id desc
     `;
   }
-  // Filtered: the matches are found once (through the trigram indexes) and both counted and paged.
+  // Filtered: the matches are found once (through the trigram index on email and name together,
+  // then the exact condition) and both counted and paged.
   const pattern = likeContains(q.search);
+  // Under three characters there is no trigram to look up: scanning beats the index there.
+  const trigramCandidates =
+    [...q.search].length >= 3 ? sql`(email || ' ' || coalesce(profile->>'name', '')) ilike ${pattern} and` : sql``;
   return sql<UserRow & { total: number | string; id: string | null }>`
     with matches as materialized (
       select id, created_at from users
-      where email ilike ${pattern} or (profile->>'name') ilike ${pattern}
+      where ${trigramCandidates} (email ilike ${pattern} or (profile->>'name') ilike ${pattern})
     ), page as (
       select id, created_at from matches
       order by created_at desc, id desc
