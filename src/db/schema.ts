@@ -1,4 +1,4 @@
-import type { ColumnType, Generated } from 'kysely';
+import type { ColumnType, Generated, Kysely } from 'kysely';
 
 /** Key-value settings the service keeps for itself (for example a generated signing key in development). */
 export interface AppSettingsTable {
@@ -89,3 +89,6 @@ export interface Database {
   sessions: SessionsTable;
   rotated_refresh_tokens: RotatedRefreshTokensTable;
 }
+
+/** What repositories run on: the database or an open transaction (a Transaction is a Kysely). */
+export type Executor = Kysely<Database>;

@@ -1,11 +1,10 @@
-import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { ClientType, Database, SessionsTable } from '../schema.ts';
+import type { Selectable } from 'kysely';
+import type { ClientType, Executor, SessionsTable } from '../schema.ts';
 
-type Db = Kysely<Database> | Transaction<Database>;
 export type SessionRow = Selectable<SessionsTable>;
 
 export async function insertSession(
-  db: Db,
+  db: Executor,
   s: {
     userId: string;
     refreshTokenHash: string;
@@ -32,12 +31,12 @@ export async function insertSession(
     .executeTakeFirstOrThrow();
 }
 
-export async function findSessionByRefreshHash(db: Db, hash: string): Promise<SessionRow | undefined> {
+export async function findSessionByRefreshHash(db: Executor, hash: string): Promise<SessionRow | undefined> {
   return db.selectFrom('sessions').selectAll().where('refresh_token_hash', '=', hash).executeTakeFirst();
 }
 
 /** The session a rotated (no longer current) refresh token belonged to. */
-export async function findSessionOfRotatedToken(db: Db, hash: string): Promise<SessionRow | undefined> {
+export async function findSessionOfRotatedToken(db: Executor, hash: string): Promise<SessionRow | undefined> {
   return db
     .selectFrom('rotated_refresh_tokens as r')
     .innerJoin('sessions', 'sessions.id', 'r.session_id')
@@ -51,7 +50,7 @@ export async function findSessionOfRotatedToken(db: Db, hash: string): Promise<S
  * token wins; the old hash is kept so that presenting it again is recognised as reuse.
  */
 export async function rotateRefreshToken(
-  db: Db,
+  db: Executor,
   sessionId: string,
   oldHash: string,
   newHash: string,
@@ -72,7 +71,7 @@ export async function rotateRefreshToken(
   return true;
 }
 
-export async function revokeSession(db: Db, sessionId: string, now: Date): Promise<void> {
+export async function revokeSession(db: Executor, sessionId: string, now: Date): Promise<void> {
   await db
     .updateTable('sessions')
     .set({ revoked_at: now })

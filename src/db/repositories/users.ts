@@ -1,7 +1,5 @@
-import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
-import type { Database, Role, UsersTable } from '../schema.ts';
-
-type Db = Kysely<Database> | Transaction<Database>;
+import { type Selectable, sql } from 'kysely';
+import type { Executor, Role, UsersTable } from '../schema.ts';
 
 export type UserRow = Selectable<UsersTable> & { providers: string[] };
 
@@ -10,7 +8,7 @@ const withProviders = sql<
 >`array(select p.provider from user_providers p where p.user_id = users.id order by p.provider)::text[]`;
 
 /** A user with the providers it can sign in with, by lower-cased email. */
-export async function findUserByEmail(db: Db, email: string): Promise<UserRow | undefined> {
+export async function findUserByEmail(db: Executor, email: string): Promise<UserRow | undefined> {
   return db
     .selectFrom('users')
     .selectAll()
@@ -19,7 +17,7 @@ export async function findUserByEmail(db: Db, email: string): Promise<UserRow | 
     .executeTakeFirst();
 }
 
-export async function findUserById(db: Db, id: string): Promise<UserRow | undefined> {
+export async function findUserById(db: Executor, id: string): Promise<UserRow | undefined> {
   return db
     .selectFrom('users')
     .selectAll()
@@ -30,7 +28,7 @@ export async function findUserById(db: Db, id: string): Promise<UserRow | undefi
 
 /** Inserts a password account; returns undefined when the email is already taken. */
 export async function insertPasswordUser(
-  db: Db,
+  db: Executor,
   user: { email: string; passwordHash: string; name: string | null; emailVerified: boolean; role?: Role },
 ): Promise<UserRow | undefined> {
   const inserted = await db
@@ -50,7 +48,7 @@ export async function insertPasswordUser(
   return { ...inserted, providers: ['email'] };
 }
 
-export async function addProvider(db: Db, userId: string, provider: string, accountId: string): Promise<void> {
+export async function addProvider(db: Executor, userId: string, provider: string, accountId: string): Promise<void> {
   await db
     .insertInto('user_providers')
     .values({ user_id: userId, provider, provider_account_id: accountId })
@@ -59,7 +57,7 @@ export async function addProvider(db: Db, userId: string, provider: string, acco
 }
 
 /** Marks the address verified and, when the verified sign-up chose one, sets its password. */
-export async function markEmailVerified(db: Db, userId: string, passwordHash: string | null): Promise<void> {
+export async function markEmailVerified(db: Executor, userId: string, passwordHash: string | null): Promise<void> {
   await db
     .updateTable('users')
     .set(passwordHash === null ? { email_verified: true } : { email_verified: true, password_hash: passwordHash })
@@ -68,7 +66,7 @@ export async function markEmailVerified(db: Db, userId: string, passwordHash: st
 }
 
 /** Creates the administrator or brings an existing account to admin, verified, with this password hash. */
-export async function upsertAdmin(db: Db, email: string, passwordHash: string): Promise<void> {
+export async function upsertAdmin(db: Executor, email: string, passwordHash: string): Promise<void> {
   const row = await db
     .insertInto('users')
     .values({ email, password_hash: passwordHash, email_verified: true, role: 'admin' })

@@ -1,12 +1,11 @@
-import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
-import type { Database, EmailVerificationsTable } from '../schema.ts';
+import { type Selectable, sql } from 'kysely';
+import type { EmailVerificationsTable, Executor } from '../schema.ts';
 
-type Db = Kysely<Database> | Transaction<Database>;
 export type VerificationRow = Selectable<EmailVerificationsTable>;
 
 /** Replaces the user's verification (voiding any earlier code and link) with a fresh one. */
 export async function replaceVerification(
-  db: Db,
+  db: Executor,
   v: {
     userId: string;
     codeHmac: string;
@@ -41,7 +40,7 @@ export async function replaceVerification(
 
 /** The verification of the user with this email (and the user's id), if both exist. */
 export async function findVerificationByEmail(
-  db: Db,
+  db: Executor,
   email: string,
 ): Promise<{ userId: string; verification: VerificationRow | undefined } | undefined> {
   const row = await db
@@ -66,7 +65,10 @@ export async function findVerificationByEmail(
   return { userId: uid, verification: v.user_id === null ? undefined : (v as VerificationRow) };
 }
 
-export async function findVerificationByTokenHash(db: Db, tokenHash: string): Promise<VerificationRow | undefined> {
+export async function findVerificationByTokenHash(
+  db: Executor,
+  tokenHash: string,
+): Promise<VerificationRow | undefined> {
   return db.selectFrom('email_verifications').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
 }
 
@@ -74,7 +76,7 @@ export async function findVerificationByTokenHash(db: Db, tokenHash: string): Pr
  * Counts a failed code attempt for the address, in its own statement so that it commits even though
  * the request fails. Runs the same single statement whether or not the address exists.
  */
-export async function recordFailedCodeAttempt(db: Db, email: string): Promise<void> {
+export async function recordFailedCodeAttempt(db: Executor, email: string): Promise<void> {
   await db
     .updateTable('email_verifications')
     .set({ failed_attempts: sql`failed_attempts + 1` })
@@ -88,7 +90,7 @@ export async function recordFailedCodeAttempt(db: Db, email: string): Promise<vo
  * concurrent callers, one gets true: the condition and the write are one atomic UPDATE.
  */
 export async function consumeVerification(
-  db: Db,
+  db: Executor,
   v: VerificationRow,
   now: Date,
   /** For a code: the failures that void it. The link is independent of failed code attempts. */
@@ -111,7 +113,7 @@ export async function consumeVerification(
  * guesses an attacker gets per day). One atomic upsert, so concurrent instances agree.
  */
 export async function claimEmailSend(
-  db: Db,
+  db: Executor,
   email: string,
   now: Date,
   limits: { cooldownSeconds: number; perDay: number },
@@ -132,7 +134,7 @@ export async function claimEmailSend(
 }
 
 /** Gives back a claim whose email could not be sent, so that the person can ask again at once. */
-export async function releaseEmailSend(db: Db, email: string, claimedAt: Date): Promise<void> {
+export async function releaseEmailSend(db: Executor, email: string, claimedAt: Date): Promise<void> {
   await sql`
     update email_send_log
     set last_sent_at = to_timestamp(0), sent_in_window = greatest(sent_in_window - 1, 0)
