@@ -146,6 +146,47 @@ t.test('GET /api/auth/users', async (t) => {
     t.same(await emails('s_m'), [], '_ does not match any single character');
   });
 
+  t.test('every search path (scan, trigrams, four-character grams) agrees with a plain substring match', async (t) => {
+    const everyone = await db.selectFrom('users').select(['email', 'profile']).execute();
+    const expected = (term: string) => {
+      const needle = term.toLowerCase();
+      return everyone
+        .filter((u) => {
+          const name = (u.profile as { name?: string | null }).name ?? '';
+          return u.email.toLowerCase().includes(needle) || name.toLowerCase().includes(needle);
+        })
+        .map((u) => u.email)
+        .sort();
+    };
+    // lengths 1 and 2 scan, 3 uses the trigram index, 4 and more the gram index
+    const terms = ['o', 'ZE', 'Bob', 'ROBERT', 'o’ne', 'ann.lee@', 'real_NAM', '100%', 'back\\sl', 'twin 1', 'ple.c'];
+    for (const term of terms) {
+      const body = (await list(`?limit=1000&search=${encodeURIComponent(term)}`)).json();
+      const got = body.data.map((u: { email: string }) => u.email).sort();
+      t.same(got, expected(term), `search ${JSON.stringify(term)}`);
+      t.equal(body.pagination.total, got.length, `total of ${JSON.stringify(term)}`);
+    }
+  });
+
+  t.test('a renamed user is found by the new name and no longer by the old one', async (t) => {
+    const renamed = await db
+      .updateTable('users')
+      .set({ profile: JSON.stringify({ name: 'Zora Quillfeather', avatar_url: null }) as never })
+      .where('email', '=', 'zed@example.net')
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    t.same(
+      (await list('?search=quillfeather')).json().data.map((u: { id: string }) => u.id),
+      [renamed.id],
+    );
+    await db
+      .updateTable('users')
+      .set({ profile: JSON.stringify({ name: null, avatar_url: null }) as never })
+      .where('id', '=', renamed.id)
+      .execute();
+    t.equal((await list('?search=quillfeather')).json().pagination.total, 0);
+  });
+
   t.test('paging across equal creation times never repeats or skips', async (t) => {
     const seen: string[] = [];
     for (let offset = 0; offset < 25; offset += 3) {

@@ -8,6 +8,7 @@ import type { DatabaseConfig } from '../config.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { PGlitePool } from './pglite-pool.ts';
 import { readTemplate } from './pglite-template.ts';
+import { PreparingClient } from './prepared-statements.ts';
 import type { Database } from './schema.ts';
 
 export type DatabaseKind = DatabaseConfig['kind'];
@@ -48,6 +49,7 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
       // JIT compilation costs tens of milliseconds and only pays off for long analytical queries;
       // every query here is short, and JIT made a 0.3 ms page take 25 ms.
       options: '-c jit=off',
+      Client: PreparingClient,
     });
     // An idle client that loses its server emits here; without a listener the process would crash.
     pool.on('error', () => {});

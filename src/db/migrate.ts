@@ -2,6 +2,8 @@ import { type Kysely, type Migration, type MigrationResult, Migrator } from 'kys
 import * as m0001 from './migrations/0001_app_settings.ts';
 import * as m0002 from './migrations/0002_accounts_and_sessions.ts';
 import * as m0003 from './migrations/0003_user_directory.ts';
+import * as m0004 from './migrations/0004_directory_grams.ts';
+import * as m0005 from './migrations/0005_embedding_usage.ts';
 import type { Database } from './schema.ts';
 
 /** Every migration, in order. Listed by hand so that no file-system scan happens at start-up. */
@@ -9,6 +11,8 @@ export const migrations: Record<string, Migration> = {
   '0001_app_settings': m0001,
   '0002_accounts_and_sessions': m0002,
   '0003_user_directory': m0003,
+  '0004_directory_grams': m0004,
+  '0005_embedding_usage': m0005,
 };
 
 /** Brings the database to the latest migration; throws with the failing migration's name on error. */

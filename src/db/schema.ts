@@ -79,6 +79,17 @@ export interface UserCountTable {
 }
 
 /** The tables Kysely knows about; one entry per table, named as in SQL. */
+/** One successful embeddings call (written in batches by the usage recorder). */
+export interface EmbeddingUsageTable {
+  id: Generated<number>;
+  user_id: string;
+  model: string;
+  inputs: number;
+  prompt_tokens: number;
+  total_tokens: number;
+  created_at: ColumnType<Date, Date | undefined, never>;
+}
+
 export interface Database {
   user_count: UserCountTable;
   app_settings: AppSettingsTable;
@@ -88,6 +99,7 @@ export interface Database {
   email_send_log: EmailSendLogTable;
   sessions: SessionsTable;
   rotated_refresh_tokens: RotatedRefreshTokensTable;
+  embedding_usage: EmbeddingUsageTable;
 }
 
 /** What repositories run on: the database or an open transaction (a Transaction is a Kysely). */

@@ -51,16 +51,22 @@ export function userDirectoryQuery(q: DirectoryQuery) {
       order by page.created_at desc, page.id desc
     `;
   }
-  // Filtered: the matches are found once (through the trigram index on email and name together,
-  // then the exact condition) and both counted and paged.
+  // Filtered: the matches are found once (candidates from a search index, then the exact
+  // condition) and both counted and paged.
   const pattern = likeContains(q.search);
-  // Under three characters there is no trigram to look up: scanning beats the index there.
-  const trigramCandidates =
-    [...q.search].length >= 3 ? sql`(email || ' ' || coalesce(profile->>'name', '')) ilike ${pattern} and` : sql``;
+  const length = [...q.search].length;
+  const candidates =
+    length >= 4
+      ? // every four-character gram of the term appears in the email's or the name's grams
+        sql`(directory_grams(email) || directory_grams(coalesce(profile->>'name', ''))) @> directory_grams(${q.search}) and`
+      : length === 3
+        ? sql`(email || ' ' || coalesce(profile->>'name', '')) ilike ${pattern} and`
+        : // under three characters there is nothing to look up: scanning beats an index
+          sql``;
   return sql<UserRow & { total: number | string; id: string | null }>`
     with matches as materialized (
       select id, created_at from users
-      where ${trigramCandidates} (email ilike ${pattern} or (profile->>'name') ilike ${pattern})
+      where ${candidates} (email ilike ${pattern} or (profile->>'name') ilike ${pattern})
     ), page as (
       select id, created_at from matches
       order by created_at desc, id desc
