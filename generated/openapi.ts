@@ -269,26 +269,41 @@ export interface paths {
          * Generate embeddings
          * @description Computes vector embeddings for one text or a batch of texts with the
          *     chosen embedding model. `data[i].index` is the position of the input
-         *     the vector belongs to.
+         *     the vector belongs to. Any signed-in user may call it, up to a
+         *     per-user number of requests per minute (`429 RATE_LIMITED` beyond).
          *
-         *     - `model` must be one of the models the service allows; any other
-         *       value is rejected with `400 MODEL_NOT_ALLOWED`.
-         *     - Each input is at most 8192 tokens, and a request is at most 300,000
-         *       tokens in all (counted with the tokenizer of the model family, not
-         *       estimated from characters); longer input is rejected with
-         *       `400 INVALID_INPUT` before anything is sent upstream.
+         *     - `model`: `local/lexical-v1` is computed inside the service (512
+         *       dimensions, lexical rather than semantic similarity) and is always
+         *       available. Other models are served by the deployment's
+         *       OpenAI-compatible provider. A model outside the deployment's list
+         *       is rejected with `400 MODEL_NOT_ALLOWED`, whose message lists the
+         *       allowed ones.
+         *     - `input`: a string or an array of up to 2048 strings. Each is at most
+         *       8192 tokens and a request at most 300,000 tokens in all (counted
+         *       with OpenAI's cl100k_base tokenizer, not estimated from
+         *       characters); empty strings and longer input are rejected with
+         *       `400 INVALID_INPUT` before anything is sent to a provider. Bodies
+         *       are at most 8 MiB (`413`).
          *     - `encoding_format` chooses between arrays of numbers (`float`, the
          *       default) and base64 strings of little-endian float32 values
-         *       (`base64`).
+         *       (`base64`), whatever the provider itself returns.
          *     - `dimensions` shortens the vectors; only some models support it.
-         *       Asking for it with another model, or asking for 0, is rejected with
-         *       `400 INVALID_INPUT`.
+         *       0, a value above the model's native size, or any value for a model
+         *       that cannot shorten (such as `text-embedding-ada-002`) is rejected
+         *       with `400 INVALID_INPUT`.
+         *     - `metadata.usage` gives the provider's token counts when it reports
+         *       them, otherwise the service's own count; `completionTokens` is
+         *       always 0.
          *
-         *     Upstream failures are mapped to `502 PROVIDER_UNAVAILABLE` (the
-         *     provider failed or could not be reached), `502 PROVIDER_AUTH_FAILED`
-         *     (the provider rejected the service's credentials), and
-         *     `504 PROVIDER_TIMEOUT`. `503 SERVICE_UNAVAILABLE` means embeddings are
-         *     not configured on this deployment or are temporarily unavailable.
+         *     Provider failures: a request the provider refuses (its 400, 404 or
+         *     422) is `400 INVALID_INPUT` with the provider's message; the provider
+         *     rejecting the service's credentials is `502 PROVIDER_AUTH_FAILED`;
+         *     the provider rate limiting the service (after retries) is
+         *     `429 RATE_LIMITED` with `Retry-After`; provider errors or an
+         *     unreachable provider (after up to two retries) are
+         *     `502 PROVIDER_UNAVAILABLE`; no answer in time is
+         *     `504 PROVIDER_TIMEOUT`. `503 SERVICE_UNAVAILABLE` means the model
+         *     needs a provider and none is configured.
          */
         post: operations["createEmbeddings"];
         delete?: never;
@@ -1485,7 +1500,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             502: components["responses"]["BadGateway"];
             503: components["responses"]["ServiceUnavailable"];
             504: components["responses"]["GatewayTimeout"];

@@ -13,6 +13,7 @@ import type { Config } from './config.ts';
 import type { AppContext } from './context.ts';
 import { registerContractDocs, registerContractRoutes } from './contract-routes.ts';
 import type { DatabaseHandle } from './db/database.ts';
+import { createEmbeddingsService } from './embeddings/embeddings-service.ts';
 import { errorHandler, notFoundHandler } from './errors.ts';
 import { createMailer } from './mail/mailer.ts';
 import { registerRateLimits } from './rate-limits.ts';
@@ -104,7 +105,17 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     mailer.close();
   });
   await auth.ensureAdmin();
-  const ctx: AppContext = { config, db, databaseKind: deps.database.kind, clock, auth, startedAt: Date.now() };
+  const embeddings = createEmbeddingsService({ config, db, clock, log: app.log });
+  app.addHook('onClose', () => embeddings.close());
+  const ctx: AppContext = {
+    config,
+    db,
+    databaseKind: deps.database.kind,
+    clock,
+    auth,
+    embeddings,
+    startedAt: Date.now(),
+  };
 
   await registerRateLimits(app, config);
 

@@ -90,6 +90,26 @@ const envSchema = z.object({
   RATE_LIMIT_SIGN_UP: count.default(10),
   RATE_LIMIT_SEND_VERIFICATION: count.default(5),
   RATE_LIMIT_REFRESH: count.default(150),
+  EMBEDDINGS_BASE_URL: httpUrl.optional(),
+  EMBEDDINGS_API_KEY: z.string().trim().min(1).max(4096, 'must be at most 4096 characters').optional(),
+  EMBEDDINGS_MODELS: z
+    .string()
+    .trim()
+    .regex(/^[^\s,]+(\s*,\s*[^\s,]+)*$/, 'must be a comma-separated list of model names')
+    .optional(),
+  EMBEDDINGS_TIMEOUT_MS: z.coerce
+    .number({ error: 'must be a whole number of milliseconds (100 to 600000)' })
+    .int('must be a whole number of milliseconds (100 to 600000)')
+    .min(100, 'must be a whole number of milliseconds (100 to 600000)')
+    .max(600_000, 'must be a whole number of milliseconds (100 to 600000)')
+    .default(30_000),
+  EMBEDDINGS_RETRY_BASE_MS: z.coerce
+    .number({ error: 'must be a whole number of milliseconds (0 to 60000)' })
+    .int('must be a whole number of milliseconds (0 to 60000)')
+    .min(0, 'must be a whole number of milliseconds (0 to 60000)')
+    .max(60_000, 'must be a whole number of milliseconds (0 to 60000)')
+    .default(500),
+  EMBEDDINGS_RATE_LIMIT: count.default(600),
 });
 
 export type Env = Record<string, string | undefined>;
@@ -139,6 +159,18 @@ export interface Config {
     sendVerification: number;
     refresh: number;
   };
+  embeddings: {
+    /** An OpenAI-compatible API root such as https://api.openai.com/v1; undefined: local models only. */
+    baseUrl: string | undefined;
+    apiKey: string | undefined;
+    /** The models callers may use; undefined: any model of the upstream, and every local model. */
+    allowedModels: readonly string[] | undefined;
+    timeoutMs: number;
+    /** First retry delay; each further retry doubles it (with jitter). */
+    retryBaseMs: number;
+    /** Requests per user per minute. */
+    rateLimitPerMinute: number;
+  };
 }
 
 function databaseFrom(url: string | undefined, dataDir: string): DatabaseConfig {
@@ -165,7 +197,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     const issue = parsed.error.issues[0];
     const name = String(issue?.path[0] ?? 'environment');
     const value = present[name];
-    const secret = /SECRET|PASSWORD|SMTP_URL|REDIS_URL|DATABASE_URL/.test(name);
+    const secret = /SECRET|PASSWORD|SMTP_URL|REDIS_URL|DATABASE_URL|API_KEY/.test(name);
     const shown = value === undefined || secret ? '' : ` (got ${JSON.stringify(value)})`;
     throw new ConfigError(`${name} ${issue?.message ?? 'is invalid'}${shown}`);
   }
@@ -219,6 +251,15 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       signUp: e.RATE_LIMIT_SIGN_UP,
       sendVerification: e.RATE_LIMIT_SEND_VERIFICATION,
       refresh: e.RATE_LIMIT_REFRESH,
+    }),
+    embeddings: Object.freeze({
+      baseUrl: e.EMBEDDINGS_BASE_URL,
+      apiKey: e.EMBEDDINGS_API_KEY,
+      allowedModels:
+        e.EMBEDDINGS_MODELS === undefined ? undefined : Object.freeze(e.EMBEDDINGS_MODELS.split(/\s*,\s*/)),
+      timeoutMs: e.EMBEDDINGS_TIMEOUT_MS,
+      retryBaseMs: e.EMBEDDINGS_RETRY_BASE_MS,
+      rateLimitPerMinute: e.EMBEDDINGS_RATE_LIMIT,
     }),
   });
 }

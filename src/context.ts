@@ -4,6 +4,7 @@ import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { DatabaseKind } from './db/database.ts';
 import type { Database } from './db/schema.ts';
+import type { EmbeddingsService } from './embeddings/embeddings-service.ts';
 
 /** What handlers are given: configuration, the open database, the clock and the domain services. */
 export interface AppContext {
@@ -12,5 +13,6 @@ export interface AppContext {
   databaseKind: DatabaseKind;
   clock: Clock;
   auth: AuthService;
+  embeddings: EmbeddingsService;
   startedAt: number;
 }

@@ -39,6 +39,12 @@ const rejectUnstorableStrings: preValidationHookHandler = async (request) => {
   }
 };
 
+const asArray = <T>(value: T | T[] | undefined): T[] =>
+  value === undefined ? [] : Array.isArray(value) ? value : [value];
+
+/** Operations whose bodies may exceed the service-wide 1 MiB (300,000 tokens of text can be ~2 MB). */
+export const bodyLimits: Partial<Record<string, number>> = { createEmbeddings: 8 * 1024 * 1024 };
+
 /**
  * Binds every operation of openapi.yaml to its handler (fastify-openapi-glue), and closes the
  * gaps the plugin leaves: authentication runs before the body is read, and a declared-required
@@ -48,11 +54,14 @@ export async function registerContractRoutes(app: FastifyInstance, ctx: AppConte
   app.addHook('onRoute', (route) => {
     const operationId = (route.schema as { operationId?: string } | undefined)?.operationId;
     if (operationId === undefined || !(operationId in operations)) return;
-    // Glue runs security handlers as a preHandler, after parsing and validating the body.
+    // Glue runs security handlers as a preHandler, after parsing and validating the body. They
+    // (and a per-user rate limit placed after them) move to the end of onRequest.
     if (route.preHandler !== undefined) {
-      route.onRequest = route.preHandler as onRequestHookHandler;
+      route.onRequest = [...asArray(route.onRequest), ...asArray(route.preHandler)] as onRequestHookHandler[];
       delete route.preHandler;
     }
+    const bodyLimit = bodyLimits[operationId];
+    if (bodyLimit !== undefined) route.bodyLimit = bodyLimit;
     const hooks = [rejectUnstorableStrings];
     if (operations[operationId as keyof typeof operations].bodyRequired) hooks.unshift(requireBody);
     route.preValidation = hooks;

@@ -61,6 +61,22 @@ function jsonPointerToPath(pointer: string): string {
     .join('');
 }
 
+/**
+ * The issue worth reporting. Where a value fails every branch of a oneOf, Ajv lists each branch's
+ * complaint: a branch whose type matched has the real one ("must have at most 2048 items"); when
+ * none matched, the types are merged ("must be string or array").
+ */
+export function pickValidationIssue(issues: readonly AjvIssue[]): AjvIssue {
+  const oneOf = issues.findIndex((i) => i.keyword === 'oneOf');
+  const first = issues[0] as AjvIssue;
+  if (oneOf <= 0) return first;
+  const branches = issues.slice(0, oneOf);
+  const specific = branches.find((i) => i.keyword !== 'type');
+  if (specific) return specific;
+  const types = [...new Set(branches.map((i) => String(i.params.type)))].join(',');
+  return { ...first, params: { type: types } };
+}
+
 /** One sentence that names the failing field and says what it must be. */
 export function describeValidationIssue(context: string, issue: AjvIssue): string {
   const where = `${context === 'querystring' ? 'query' : context}${jsonPointerToPath(issue.instancePath)}`;
@@ -77,7 +93,13 @@ export function describeValidationIssue(context: string, issue: AjvIssue): strin
     case 'pattern':
       return `${where} ${patternMeaning[String(p.pattern)] ?? issue.message ?? 'has the wrong form'}`;
     case 'type':
-      return `${where} must be ${String(p.type).replace(',', ' or ')}`;
+      return `${where} must be ${String(p.type).replaceAll(',', ' or ')}`;
+    case 'minLength':
+      return p.limit === 1 ? `${where} must not be empty` : `${where} must have at least ${String(p.limit)} characters`;
+    case 'minItems':
+      return `${where} must have at least ${String(p.limit)} item${p.limit === 1 ? '' : 's'}`;
+    case 'maxItems':
+      return `${where} must have at most ${String(p.limit)} items`;
     default:
       return `${where} ${issue.message ?? 'is invalid'}`;
   }
@@ -95,7 +117,7 @@ export function toErrorResponse(err: unknown): { body: ErrorBody; headers: Recor
     return toErrorResponse(inner ?? new ApiError(401, 'UNAUTHORIZED', 'A valid Bearer access token is required'));
   }
   if (Array.isArray(e.validation) && e.validation.length > 0) {
-    const message = describeValidationIssue(e.validationContext ?? 'request', e.validation[0] as AjvIssue);
+    const message = describeValidationIssue(e.validationContext ?? 'request', pickValidationIssue(e.validation));
     return toErrorResponse(new ApiError(400, 'INVALID_INPUT', message));
   }
   // SQLSTATE class 22 (data exception): a value the database refuses, which only input can cause.

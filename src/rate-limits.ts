@@ -1,9 +1,9 @@
 import fastifyRateLimit from '@fastify/rate-limit';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
 import type { Config } from './config.ts';
 
-/** Per-IP limits by operationId; every other operation is unlimited here. */
+/** Per-IP limits by operationId (createEmbeddings is limited per user, below). */
 function limitsByOperation(config: Readonly<Config>): Record<string, number> {
   const l = config.rateLimits;
   return {
@@ -28,6 +28,16 @@ export async function registerRateLimits(app: FastifyInstance, config: Readonly<
     const operationId = (route.schema as { operationId?: string } | undefined)?.operationId;
     const max = operationId === undefined ? undefined : limits[operationId];
     if (max !== undefined) route.config = { ...(route.config as object), rateLimit: { max, timeWindow } } as never;
+    if (operationId === 'createEmbeddings') {
+      // Per user, so after authentication (preHandler hooks of secured routes run after the token check).
+      const perUser = {
+        max: config.embeddings.rateLimitPerMinute,
+        timeWindow: 60_000,
+        hook: 'preHandler',
+        keyGenerator: (request: FastifyRequest) => `user:${request.user.sub}`,
+      };
+      route.config = { ...(route.config as object), rateLimit: perUser } as never;
+    }
   });
   let redis: Redis | undefined;
   if (config.redisUrl !== undefined) {

@@ -1,3 +1,4 @@
+import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.ts';
 import type { Clock } from '../../src/clock.ts';
@@ -40,4 +41,30 @@ export async function buildTestApp(t: Teardown, options: TestAppOptions = {}): P
     await database.drop();
   });
   return { app, config, database };
+}
+
+/**
+ * An app whose log lines are collected in `lines` (not yet ready, so tests may add routes), on a
+ * fresh database closed and dropped when `t` ends.
+ */
+export async function buildAppCapturingLogs(
+  t: Teardown,
+  level: 'error' | 'info' | 'trace',
+  env: Env = {},
+): Promise<TestApp & { lines: string[] }> {
+  const database = await createTestDatabase();
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(String(chunk));
+      done();
+    },
+  });
+  const config = loadConfig({ NODE_ENV: 'test', DATABASE_URL: database.url, ...env });
+  const app = await buildApp(config, { database: database.handle, logger: { level, stream } });
+  t.teardown(async () => {
+    await app.close();
+    await database.drop();
+  });
+  return { app, config, database, lines };
 }

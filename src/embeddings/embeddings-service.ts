@@ -1,0 +1,163 @@
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { components } from '../../generated/openapi.ts';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import type { Database } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
+import { localEmbedding } from './local-model.ts';
+import { localModels, modelInfo } from './models.ts';
+import { OpenAICompatibleUpstream } from './openai-compatible.ts';
+import { checkInputLimits } from './token-limits.ts';
+import { UsageRecorder } from './usage-recorder.ts';
+import { float32ToBase64, toNumbers, type Vector } from './vectors.ts';
+
+export type EmbeddingsInput = components['schemas']['EmbeddingsRequest'];
+export type EmbeddingsOutput = components['schemas']['EmbeddingsResponse'];
+
+/** An upstream that ignores `dimensions` or mixes sizes would hand callers vectors they did not ask for. */
+function checkVectorSizes(vectors: readonly Vector[], dimensions: number | undefined): void {
+  const size = vectors[0]?.length;
+  const wrong = vectors.find((v) => v.length !== (dimensions ?? size));
+  if (wrong !== undefined) {
+    const why =
+      dimensions === undefined
+        ? `vectors of different sizes (${size} and ${wrong.length})`
+        : `${wrong.length} dimensions where ${dimensions} were asked for`;
+    throw new ApiError(502, 'PROVIDER_UNAVAILABLE', `The embeddings provider sent an invalid answer (${why})`);
+  }
+}
+
+/** The local model yields to other requests after this many tokens of work. */
+const LOCAL_SLICE_TOKENS = 20_000;
+
+/**
+ * Embeddings: checks model, dimensions and input limits before any work, then computes the
+ * vectors in-process (`local/...`) or upstream, encodes them as asked and records the usage.
+ */
+export function createEmbeddingsService(deps: {
+  config: Readonly<Config>;
+  db: Kysely<Database>;
+  clock: Clock;
+  log: FastifyBaseLogger;
+}) {
+  const settings = deps.config.embeddings;
+  const upstream =
+    settings.baseUrl === undefined
+      ? undefined
+      : new OpenAICompatibleUpstream({
+          baseUrl: settings.baseUrl,
+          apiKey: settings.apiKey,
+          timeoutMs: settings.timeoutMs,
+          retryBaseMs: settings.retryBaseMs,
+        });
+  const recorder = new UsageRecorder(deps.db, deps.log);
+  // Without an upstream only the local models exist; with one, any model it serves, unless listed.
+  const allowed = settings.allowedModels ?? (upstream ? undefined : localModels);
+
+  function checkModel(model: string, dimensions: number | undefined) {
+    const info = modelInfo(model);
+    if ((allowed !== undefined && !allowed.includes(model)) || info === undefined) {
+      const choices = (allowed ?? localModels).join(', ');
+      throw new ApiError(
+        400,
+        'MODEL_NOT_ALLOWED',
+        `Model "${model}" is not available here; allowed models: ${choices}`,
+      );
+    }
+    if (!info.local && upstream === undefined) {
+      throw new ApiError(
+        503,
+        'SERVICE_UNAVAILABLE',
+        `Model "${model}" needs an embeddings provider, and none is configured`,
+      );
+    }
+    if (dimensions !== undefined) {
+      if (dimensions === 0) throw new ApiError(400, 'INVALID_INPUT', 'body.dimensions must be at least 1');
+      if (!info.shortenable) {
+        throw new ApiError(
+          400,
+          'INVALID_INPUT',
+          `Model "${model}" cannot shorten its vectors: leave out body.dimensions`,
+        );
+      }
+      if (info.nativeDimensions !== undefined && dimensions > info.nativeDimensions) {
+        throw new ApiError(
+          400,
+          'INVALID_INPUT',
+          `body.dimensions must be at most ${info.nativeDimensions}, the native size of "${model}"`,
+        );
+      }
+    }
+    return info;
+  }
+
+  async function localVectors(inputs: readonly string[], counts: readonly number[], dimensions: number) {
+    const vectors: Vector[] = [];
+    let sinceYield = 0;
+    for (const [i, text] of inputs.entries()) {
+      vectors.push(localEmbedding(text, dimensions));
+      sinceYield += counts[i] ?? 0;
+      if (sinceYield >= LOCAL_SLICE_TOKENS) {
+        sinceYield = 0;
+        await yieldToEventLoop();
+      }
+    }
+    return vectors;
+  }
+
+  async function embed(userId: string, request: EmbeddingsInput): Promise<EmbeddingsOutput> {
+    const { model, dimensions } = request;
+    const encoding = request.encoding_format ?? 'float';
+    const info = checkModel(model, dimensions);
+    const single = typeof request.input === 'string';
+    const inputs = typeof request.input === 'string' ? [request.input] : request.input;
+    const counts = checkInputLimits(inputs, single);
+    const counted = counts.reduce((a, b) => a + b, 0);
+
+    let vectors: Vector[];
+    let promptTokens = counted;
+    let totalTokens = counted;
+    if (info.local) {
+      vectors = await localVectors(inputs, counts, dimensions ?? (info.nativeDimensions as number));
+    } else {
+      const answer = await (upstream as OpenAICompatibleUpstream).embed({ model, input: inputs, dimensions, encoding });
+      vectors = answer.vectors;
+      checkVectorSizes(vectors, dimensions);
+      // The provider's own figures when it gives them (they are what it bills); ours otherwise.
+      promptTokens = answer.promptTokens ?? counted;
+      totalTokens = answer.totalTokens ?? promptTokens;
+    }
+
+    recorder.record({
+      user_id: userId,
+      model,
+      inputs: inputs.length,
+      prompt_tokens: promptTokens,
+      total_tokens: totalTokens,
+      created_at: deps.clock.now(),
+    });
+    return {
+      object: 'list',
+      data: vectors.map((v, index) => ({
+        object: 'embedding',
+        embedding: encoding === 'base64' ? float32ToBase64(v) : toNumbers(v),
+        index,
+      })),
+      metadata: { model, usage: { promptTokens, completionTokens: 0, totalTokens } },
+    };
+  }
+
+  return {
+    embed,
+    /** Writes queued usage rows now (tests and shutdown). */
+    flushUsage: () => recorder.flush(),
+    async close() {
+      await recorder.close();
+      await upstream?.close();
+    },
+  };
+}
+
+export type EmbeddingsService = ReturnType<typeof createEmbeddingsService>;

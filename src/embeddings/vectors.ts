@@ -1,0 +1,40 @@
+import os from 'node:os';
+
+/** A vector as a provider produced it: numbers from a JSON array, or float32 values. */
+export type Vector = number[] | Float32Array;
+
+const littleEndianHost = os.endianness() === 'LE';
+
+/** The float32 values of `v`, in order. */
+export function toFloat32(v: Vector): Float32Array {
+  return v instanceof Float32Array ? v : Float32Array.from(v);
+}
+
+/** Base64 of the vector's float32 values in little-endian byte order (what the OpenAI SDKs decode). */
+export function float32ToBase64(v: Vector): string {
+  const values = toFloat32(v);
+  if (littleEndianHost) return Buffer.from(values.buffer, values.byteOffset, values.byteLength).toString('base64');
+  const bytes = Buffer.alloc(values.length * 4);
+  for (let i = 0; i < values.length; i++) bytes.writeFloatLE(values[i] as number, i * 4);
+  return bytes.toString('base64');
+}
+
+/** The inverse of float32ToBase64; undefined when the text is not a whole number of float32 values. */
+export function base64ToFloat32(text: string): Float32Array | undefined {
+  const bytes = Buffer.from(text, 'base64');
+  if (bytes.length === 0 || bytes.length % 4 !== 0) return undefined;
+  const values = new Float32Array(bytes.length / 4);
+  for (let i = 0; i < values.length; i++) values[i] = bytes.readFloatLE(i * 4);
+  return values;
+}
+
+/**
+ * The vector as JSON numbers. Float32 values are written with 9 significant digits, the fewest
+ * that always read back as the same float32 (a double's 17 digits would only add noise).
+ */
+export function toNumbers(v: Vector): number[] {
+  if (!(v instanceof Float32Array)) return v;
+  const out = new Array<number>(v.length);
+  for (let i = 0; i < v.length; i++) out[i] = Number((v[i] as number).toPrecision(9));
+  return out;
+}
