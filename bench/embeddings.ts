@@ -14,7 +14,7 @@ import os from 'node:os';
 import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
 import { freePort, type RunningService, startService, waitFor200 } from '../scripts/lib/service-process.ts';
 import { type LoadResult, resultTable, runLoad } from './lib/load.ts';
-import { benchArgs, ceilingTitle, startCeiling } from './lib/setup.ts';
+import { adminAccessToken, benchAdminEnv, benchArgs, ceilingTitle, startCeiling } from './lib/setup.ts';
 
 const { durationSeconds, connections } = benchArgs();
 
@@ -57,8 +57,7 @@ try {
       JWT_SECRET: 'bench-secret-'.padEnd(48, 'x'),
       SMTP_URL: 'smtp://127.0.0.1:9',
       LOG_LEVEL: 'warn',
-      ADMIN_EMAIL: 'bench-admin@example.com',
-      ADMIN_PASSWORD: 'bench-admin-password',
+      ...benchAdminEnv,
       EMBEDDINGS_BASE_URL: upstream,
       EMBEDDINGS_API_KEY: 'bench-upstream-key',
       EMBEDDINGS_RATE_LIMIT: '1000000000',
@@ -66,12 +65,7 @@ try {
   );
   const base = `http://127.0.0.1:${port}`;
   await waitFor200(`${base}/api/health`, 60_000);
-  const signIn = await fetch(`${base}/api/auth/sessions?client_type=mobile`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ email: 'bench-admin@example.com', password: 'bench-admin-password' }),
-  });
-  const { accessToken } = (await signIn.json()) as { accessToken: string };
+  const accessToken = await adminAccessToken(base);
   const ceilingUrl = await startCeiling(started);
 
   const json = { 'content-type': 'application/json' };

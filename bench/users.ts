@@ -13,7 +13,7 @@ import { freePort, type RunningService, startService, waitFor200 } from '../scri
 import { userDirectoryQuery } from '../src/db/repositories/user-directory.ts';
 import type { Database } from '../src/db/schema.ts';
 import { type LoadResult, resultTable, runLoad } from './lib/load.ts';
-import { benchArgs, ceilingTitle, startCeiling } from './lib/setup.ts';
+import { adminAccessToken, benchAdminEnv, benchArgs, ceilingTitle, startCeiling } from './lib/setup.ts';
 
 const args = benchArgs();
 const { durationSeconds, connections } = args;
@@ -47,19 +47,6 @@ const cases = [
 const queryString = (c: (typeof cases)[number]) =>
   `?offset=${c.offset}${c.search === undefined ? '' : `&search=${encodeURIComponent(c.search)}`}`;
 
-// The plans, from the repository's own statement.
-const kysely = new Kysely<Database>({
-  // The same session settings as the service (no JIT), so that the plans are the ones it runs.
-  dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 1, options: '-c jit=off' }) }),
-});
-const plans: string[] = [];
-for (const c of cases) {
-  const statement = userDirectoryQuery({ offset: c.offset, limit: 10, search: c.search });
-  const plan = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers, costs off) ${statement}`.execute(kysely);
-  plans.push(`#### ${c.title}\n\n\`\`\`\n${plan.rows.map((r) => r['QUERY PLAN']).join('\n')}\n\`\`\``);
-}
-await kysely.destroy();
-
 const started: RunningService[] = [];
 try {
   const port = await freePort();
@@ -70,18 +57,12 @@ try {
     JWT_SECRET: 'bench-secret-'.padEnd(48, 'x'),
     SMTP_URL: 'smtp://127.0.0.1:9',
     LOG_LEVEL: 'warn',
-    ADMIN_EMAIL: 'bench-admin@example.com',
-    ADMIN_PASSWORD: 'bench-admin-password',
+    ...benchAdminEnv,
   });
   started.push(service);
   const base = `http://127.0.0.1:${port}`;
   await waitFor200(`${base}/api/health`, 60_000);
-  const signIn = await fetch(`${base}/api/auth/sessions?client_type=mobile`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ email: 'bench-admin@example.com', password: 'bench-admin-password' }),
-  });
-  const { accessToken } = (await signIn.json()) as { accessToken: string };
+  const accessToken = await adminAccessToken(base);
   const ceilingUrl = await startCeiling(started);
 
   const results: LoadResult[] = [
@@ -103,6 +84,22 @@ try {
       }),
     );
   }
+  // The plans, from the repository's own statement, after the load: the steady state it measured.
+  const kysely = new Kysely<Database>({
+    // The same session settings as the service (no JIT), so that the plans are the ones it runs.
+    dialect: new PostgresDialect({
+      pool: new pg.Pool({ connectionString: databaseUrl, max: 1, options: '-c jit=off' }),
+    }),
+  });
+  const plans: string[] = [];
+  for (const c of cases) {
+    const statement = userDirectoryQuery({ offset: c.offset, limit: 10, search: c.search });
+    const plan = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers, costs off) ${statement}`.execute(
+      kysely,
+    );
+    plans.push(`#### ${c.title}\n\n\`\`\`\n${plan.rows.map((r) => r['QUERY PLAN']).join('\n')}\n\`\`\``);
+  }
+  await kysely.destroy();
   const version = (await client.query('show server_version')).rows[0]?.server_version;
   console.log(
     `\nPostgreSQL ${version}; ${users.toLocaleString('en-US')} users; ${os.cpus().length} cores; Node ${process.version}; ${connections} connections, ${durationSeconds} s each\n`,

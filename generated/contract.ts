@@ -108,7 +108,6 @@ export const errorCodes = [
   "PROVIDER_UNAVAILABLE",
   "PROVIDER_TIMEOUT",
   "INTERNAL_ERROR",
-  "NOT_IMPLEMENTED",
   "SERVICE_UNAVAILABLE"
 ] as const;
 

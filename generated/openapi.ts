@@ -329,8 +329,13 @@ export interface paths {
          *     - `publish`: the policies on the `realtime.messages` table, which
          *       decide who may publish messages.
          *
-         *     Any signed-in user may read them. The list reflects the policies in
-         *     force, including any an operator added after installation.
+         *     Each list is ordered by `policyName`; `roles` is always an array of
+         *     role names. Any signed-in user may read them. The list reflects the
+         *     policies in force, including any an operator added after
+         *     installation: on PostgreSQL a created, altered or dropped policy
+         *     shows up on every instance within a second (the database notifies
+         *     them); on the embedded database, within a second as well (the
+         *     answer is cached for one second).
          */
         get: operations["getRealtimePermissions"];
         put?: never;
@@ -372,11 +377,10 @@ export interface components {
          *     | `PROVIDER_UNAVAILABLE` | 502 | The upstream provider failed or could not be reached. |
          *     | `PROVIDER_TIMEOUT` | 504 | The upstream provider did not answer in time. |
          *     | `INTERNAL_ERROR` | 500 | An unexpected failure; no details are revealed. |
-         *     | `NOT_IMPLEMENTED` | 501 | The operation is in the contract but not available yet. |
          *     | `SERVICE_UNAVAILABLE` | 503 | A dependency (the database, or the embeddings configuration) is not available. |
          * @enum {string}
          */
-        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "UNAUTHORIZED" | "TOKEN_EXPIRED" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "NOT_IMPLEMENTED" | "SERVICE_UNAVAILABLE";
+        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "UNAUTHORIZED" | "TOKEN_EXPIRED" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
         /**
          * @description The body of every error response.
          * @example {
@@ -727,22 +731,6 @@ export interface components {
                  *       "error": "INTERNAL_ERROR",
                  *       "message": "An unexpected error occurred",
                  *       "statusCode": 500
-                 *     }
-                 */
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description `NOT_IMPLEMENTED`: this operation is part of the contract, but its behaviour is not available yet. */
-        NotImplemented: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                /**
-                 * @example {
-                 *       "error": "NOT_IMPLEMENTED",
-                 *       "message": "This operation is not implemented yet",
-                 *       "statusCode": 501
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1557,7 +1545,6 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
 }

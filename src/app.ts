@@ -14,6 +14,7 @@ import type { AppContext } from './context.ts';
 import { registerContractDocs, registerContractRoutes } from './contract-routes.ts';
 import type { DatabaseHandle } from './db/database.ts';
 import { createEmbeddingsService } from './embeddings/embeddings-service.ts';
+import { PolicyCache } from './realtime/policy-cache.ts';
 import { errorHandler, notFoundHandler } from './errors.ts';
 import { createMailer } from './mail/mailer.ts';
 import { registerRateLimits } from './rate-limits.ts';
@@ -107,6 +108,9 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   await auth.ensureAdmin();
   const embeddings = createEmbeddingsService({ config, db, clock, log: app.log });
   app.addHook('onClose', () => embeddings.close());
+  const realtimePolicies = new PolicyCache(db, config.database, app.log);
+  await realtimePolicies.start();
+  app.addHook('onClose', () => realtimePolicies.close());
   const ctx: AppContext = {
     config,
     db,
@@ -114,6 +118,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     clock,
     auth,
     embeddings,
+    realtimePolicies,
     startedAt: Date.now(),
   };
 

@@ -5,6 +5,7 @@ import type { Config } from './config.ts';
 import type { DatabaseKind } from './db/database.ts';
 import type { Database } from './db/schema.ts';
 import type { EmbeddingsService } from './embeddings/embeddings-service.ts';
+import type { PolicyCache } from './realtime/policy-cache.ts';
 
 /** What handlers are given: configuration, the open database, the clock and the domain services. */
 export interface AppContext {
@@ -14,5 +15,6 @@ export interface AppContext {
   clock: Clock;
   auth: AuthService;
   embeddings: EmbeddingsService;
+  realtimePolicies: PolicyCache;
   startedAt: number;
 }

@@ -26,3 +26,20 @@ export async function startCeiling(started: RunningService[]): Promise<string> {
 }
 
 export const ceilingTitle = 'bare Fastify JSON route (ceiling)';
+
+/** Environment for a benchmarked service that keeps an administrator account (see adminAccessToken). */
+export const benchAdminEnv = {
+  ADMIN_EMAIL: 'bench-admin@example.com',
+  ADMIN_PASSWORD: 'bench-admin-password',
+};
+
+/** Signs in as the administrator of benchAdminEnv (mobile client) and returns the access token. */
+export async function adminAccessToken(base: string): Promise<string> {
+  const res = await fetch(`${base}/api/auth/sessions?client_type=mobile`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: benchAdminEnv.ADMIN_EMAIL, password: benchAdminEnv.ADMIN_PASSWORD }),
+  });
+  if (res.status !== 200) throw new Error(`administrator sign-in failed: ${res.status} ${await res.text()}`);
+  return ((await res.json()) as { accessToken: string }).accessToken;
+}

@@ -90,6 +90,27 @@ export interface EmbeddingUsageTable {
   created_at: ColumnType<Date, Date | undefined, never>;
 }
 
+/** realtime.channels: what may be subscribed to (row-level security decides who). */
+export interface RealtimeChannelsTable {
+  id: Generated<string>;
+  pattern: string;
+  description: string | null;
+  enabled: ColumnType<boolean, boolean | undefined, boolean>;
+  created_at: ColumnType<Date, Date | undefined, never>;
+  updated_at: ColumnType<Date, Date | undefined, Date>;
+}
+
+/** realtime.messages: what has been published (row-level security decides who may). */
+export interface RealtimeMessagesTable {
+  id: Generated<string>;
+  channel_id: string | null;
+  channel_name: string;
+  event: string;
+  payload: ColumnType<unknown, unknown, unknown>;
+  sender_id: string | null;
+  created_at: ColumnType<Date, Date | undefined, never>;
+}
+
 export interface Database {
   user_count: UserCountTable;
   app_settings: AppSettingsTable;
@@ -100,6 +121,8 @@ export interface Database {
   sessions: SessionsTable;
   rotated_refresh_tokens: RotatedRefreshTokensTable;
   embedding_usage: EmbeddingUsageTable;
+  'realtime.channels': RealtimeChannelsTable;
+  'realtime.messages': RealtimeMessagesTable;
 }
 
 /** What repositories run on: the database or an open transaction (a Transaction is a Kysely). */

@@ -1,0 +1,122 @@
+import type { FastifyBaseLogger } from 'fastify';
+import pg from 'pg';
+import type { DatabaseConfig } from '../config.ts';
+import { listRealtimePolicies, type PolicyRow } from '../db/repositories/realtime-policies.ts';
+import type { Executor } from '../db/schema.ts';
+
+export const POLICY_CHANNEL = 'realtime_policies_changed';
+/** Freshness without notifications (PGlite, or while the listening connection is down). */
+export const POLICY_TTL_MS = 1_000;
+/** With a live LISTEN connection the cache is still reloaded this often, as a safety net. */
+const LISTENING_TTL_MS = 60_000;
+
+export interface RealtimePermissions {
+  subscribe: { policies: PolicyRow[] };
+  publish: { policies: PolicyRow[] };
+}
+
+/**
+ * The realtime policies, served from memory. On PostgreSQL a dedicated connection LISTENs for the
+ * event trigger's notification, so that a policy created, altered or dropped anywhere is seen by
+ * every instance within a round trip; without it (PGlite, or the connection down) entries live
+ * POLICY_TTL_MS. Concurrent misses share one load, and a load overtaken by a notification is not
+ * kept.
+ */
+export class PolicyCache {
+  #value: RealtimePermissions | undefined;
+  #loadedAt = 0;
+  #loading: Promise<RealtimePermissions> | undefined;
+  /** Bumped by every notification: a load that started under an older generation is stale. */
+  #generation = 0;
+  #listener: pg.Client | undefined;
+  #listening = false;
+  #closed = false;
+  #reconnectTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly db: Executor,
+    private readonly database: DatabaseConfig,
+    private readonly log: FastifyBaseLogger,
+  ) {}
+
+  /** Starts listening for changes (PostgreSQL only); resolves once the first attempt is settled. */
+  async start(): Promise<void> {
+    if (this.database.kind === 'postgres') await this.#listen(this.database.url);
+  }
+
+  get(): Promise<RealtimePermissions> | RealtimePermissions {
+    const ttl = this.#listening ? LISTENING_TTL_MS : POLICY_TTL_MS;
+    if (this.#value !== undefined && Date.now() - this.#loadedAt < ttl) return this.#value;
+    this.#loading ??= this.#load().finally(() => {
+      this.#loading = undefined;
+    });
+    return this.#loading;
+  }
+
+  /** Forgets the cached policies (a notification, or a reconnection after missed ones). */
+  invalidate(): void {
+    this.#generation++;
+    this.#value = undefined;
+  }
+
+  async #load(): Promise<RealtimePermissions> {
+    const generation = this.#generation;
+    const rows = await listRealtimePolicies(this.db);
+    const value: RealtimePermissions = {
+      subscribe: { policies: rows.filter((r) => r.tableName === 'channels') },
+      publish: { policies: rows.filter((r) => r.tableName === 'messages') },
+    };
+    if (generation === this.#generation) {
+      this.#value = value;
+      this.#loadedAt = Date.now();
+    }
+    return value;
+  }
+
+  async #listen(url: string): Promise<void> {
+    const client = new pg.Client({ connectionString: url });
+    this.#listener = client;
+    client.on('notification', (msg) => {
+      if (msg.channel === POLICY_CHANNEL) this.invalidate();
+    });
+    client.on('error', (err) => this.#lost(client, err));
+    client.on('end', () => this.#lost(client));
+    try {
+      await client.connect();
+      await client.query(`listen ${POLICY_CHANNEL}`);
+      this.#listening = true;
+      // Changes made while no connection was listening were missed.
+      this.invalidate();
+    } catch (err) {
+      this.#lost(client, err as Error);
+    }
+  }
+
+  #lost(client: pg.Client, err?: Error): void {
+    if (this.#listener !== client) return;
+    this.#listener = undefined;
+    this.#listening = false;
+    client.removeAllListeners();
+    client.on('error', () => {});
+    void client.end().catch(() => {});
+    if (this.#closed) return;
+    this.log.warn({ err: err ? { message: err.message } : undefined }, 'realtime policy listener lost; retrying in 1 s');
+    this.#reconnectTimer = setTimeout(() => {
+      if (!this.#closed && this.database.kind === 'postgres') void this.#listen(this.database.url);
+    }, 1_000);
+    this.#reconnectTimer.unref();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#reconnectTimer);
+    const client = this.#listener;
+    this.#listener = undefined;
+    this.#listening = false;
+    if (client) {
+      client.removeAllListeners();
+      client.on('error', () => {});
+      await client.end().catch(() => {});
+    }
+  }
+}
