@@ -14,10 +14,10 @@ import type { AppContext } from './context.ts';
 import { registerContractDocs, registerContractRoutes } from './contract-routes.ts';
 import type { DatabaseHandle } from './db/database.ts';
 import { createEmbeddingsService } from './embeddings/embeddings-service.ts';
-import { PolicyCache } from './realtime/policy-cache.ts';
 import { errorHandler, notFoundHandler } from './errors.ts';
 import { createMailer } from './mail/mailer.ts';
 import { registerRateLimits } from './rate-limits.ts';
+import { PolicyCache } from './realtime/policy-cache.ts';
 
 export interface AppDeps {
   database: DatabaseHandle;

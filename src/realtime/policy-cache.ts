@@ -100,7 +100,10 @@ export class PolicyCache {
     client.on('error', () => {});
     void client.end().catch(() => {});
     if (this.#closed) return;
-    this.log.warn({ err: err ? { message: err.message } : undefined }, 'realtime policy listener lost; retrying in 1 s');
+    this.log.warn(
+      { err: err ? { message: err.message } : undefined },
+      'realtime policy listener lost; retrying in 1 s',
+    );
     this.#reconnectTimer = setTimeout(() => {
       if (!this.#closed && this.database.kind === 'postgres') void this.#listen(this.database.url);
     }, 1_000);
