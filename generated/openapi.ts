@@ -1534,7 +1534,7 @@ export interface operations {
                      *               "authenticated"
                      *             ],
                      *             "using": null,
-                     *             "withCheck": "((sender_id = auth.uid()) AND (EXISTS ( SELECT 1 FROM realtime.channels c WHERE (c.enabled AND (realtime.channel_name() ~~ c.pattern)))))"
+                     *             "withCheck": "((sender_id = auth.uid()) AND (channel_name = realtime.channel_name()) AND (EXISTS ( SELECT 1\n   FROM realtime.channels c\n  WHERE (c.enabled AND (realtime.channel_name() ~~ c.pattern) AND ((messages.channel_id IS NULL) OR (c.id = messages.channel_id))))))"
                      *           }
                      *         ]
                      *       }

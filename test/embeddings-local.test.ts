@@ -133,6 +133,17 @@ t.test('the local model on a fresh app with no embeddings configuration', async 
       assertErrorBody(t, await embed({ model: LOCAL_MODEL, input: Array(37).fill(tokens(8192)) }), 400).message,
       /more than 300,000 tokens/,
     );
+    // A long run without spaces is where BPE is quadratic; counting it must stay quick (the test
+    // would time out otherwise) and still refuse it.
+    t.match(
+      assertErrorBody(t, await embed({ model: LOCAL_MODEL, input: 'a'.repeat(2_000_000) }), 400).message,
+      /input is longer than 8192 tokens/,
+    );
+    t.equal(
+      (await embed({ model: LOCAL_MODEL, input: `${'é'.repeat(3000)} fine` })).statusCode,
+      200,
+      'a long run within the limit passes',
+    );
     t.match(assertErrorBody(t, await embed({ model: LOCAL_MODEL, input: 42 }), 400).message, /string or array/);
     t.match(
       assertErrorBody(t, await embed({ model: LOCAL_MODEL, input: 'x', user: 'me' }), 400).message,

@@ -405,16 +405,16 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
     });
   });
 
-  t.test('an upstream that ignores dimensions or mixes vector sizes is an invalid answer', async (t) => {
+  t.test('a model that ignores dimensions is a 400; mixed vector sizes an invalid answer', async (t) => {
     fake.reset();
     const eight = { object: 'embedding', index: 0, embedding: fakeVector('hello world', 8) };
     const ignored = { object: 'list', data: [eight] };
-    const { body } = await failure(t, [{ status: 200, body: ignored }], 502, 'PROVIDER_UNAVAILABLE', 1, {
-      model: MODEL,
+    const { body } = await failure(t, [{ status: 200, body: ignored }], 400, 'INVALID_INPUT', 1, {
+      model: 'nomic-embed-text',
       input: 'hello world',
       dimensions: 4,
     });
-    t.match(body.message, /8 dimensions where 4 were asked for/);
+    t.match(body.message, /"nomic-embed-text" cannot shorten its vectors \(it returned 8 dimensions\)/);
     fake.reset();
     const mixed = {
       object: 'list',
@@ -425,6 +425,20 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
       input: ['hello world', 'b'],
     });
     t.match(second.body.message, /different sizes/);
+  });
+
+  t.test('other upstream refusals (redirect, 402, 413) are the deployment’s problem: 502, not retried', async (t) => {
+    for (const status of [302, 402, 413]) {
+      fake.reset();
+      const { body } = await failure(
+        t,
+        [{ status, headers: { location: 'http://127.0.0.1:9/' } }],
+        502,
+        'PROVIDER_UNAVAILABLE',
+        1,
+      );
+      t.match(body.message, new RegExp(`HTTP ${status}`));
+    }
   });
 
   t.test('a 200 whose body is JSON null is an invalid answer, not a connection error', async (t) => {

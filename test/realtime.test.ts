@@ -135,21 +135,29 @@ t.test('the default policies allow and deny', async (t) => {
   const db = database.handle.db;
   const alice = randomUUID();
   const bob = randomUUID();
-  await db
+  const [room, locked] = await db
     .insertInto('realtime.channels')
     .values([
       { pattern: 'room:%', description: 'chat rooms' },
       { pattern: 'locked:%', description: 'closed', enabled: false },
     ])
+    .returning('id')
     .execute();
 
   const visibleChannels = (userId: string | undefined, channel: string) =>
     asRealtimeCaller(db, { userId, channel }, (trx) => trx.selectFrom('realtime.channels').select('pattern').execute());
-  const publish = (userId: string | undefined, channel: string, senderId: string | null, channelName = channel) =>
+  const publish = (
+    userId: string | undefined,
+    channel: string,
+    senderId: string | null,
+    channelName = channel,
+    channelId: string | null = null,
+  ) =>
     asRealtimeCaller(db, { userId, channel }, (trx) =>
       trx
         .insertInto('realtime.messages')
         .values({
+          channel_id: channelId,
           channel_name: channelName,
           event: 'chat',
           payload: JSON.stringify({ text: 'hi' }),
@@ -175,8 +183,30 @@ t.test('the default policies allow and deny', async (t) => {
     t.equal(await publish(alice, 'locked:1', alice), 'denied', 'nor to a disabled channel');
     t.equal(await publish(alice, 'room:42', alice, 'room:43'), 'denied', 'nor under another channel’s name');
     t.equal(await publish(undefined, 'room:42', alice), 'denied', 'an anonymous caller may not publish');
+    t.equal(await publish(alice, 'room:42', alice, 'room:42', room?.id), 'allowed', 'into the channel row it matches');
+    t.equal(
+      await publish(alice, 'room:42', alice, 'room:42', locked?.id),
+      'denied',
+      'but not into another (disabled) channel’s row',
+    );
+    const forged = await asRealtimeCaller(db, { userId: alice, channel: 'room:42' }, (trx) =>
+      sql`insert into realtime.messages (id, channel_name, event, sender_id) values (gen_random_uuid(), 'room:42', 'x', ${alice})`.execute(
+        trx,
+      ),
+    ).then(
+      () => 'allowed',
+      (err: { code?: string }) => (err.code === '42501' ? 'denied' : `error ${err.code}`),
+    );
+    t.equal(forged, 'denied', 'the id (like created_at) is the database’s to choose');
     const stored = await db.selectFrom('realtime.messages').select(['channel_name', 'sender_id']).execute();
-    t.same(stored, [{ channel_name: 'room:42', sender_id: alice }], 'exactly the allowed message was stored');
+    t.same(
+      stored,
+      [
+        { channel_name: 'room:42', sender_id: alice },
+        { channel_name: 'room:42', sender_id: alice },
+      ],
+      'exactly the allowed messages were stored',
+    );
   });
 
   t.test('the settings and the role end with the transaction', async (t) => {

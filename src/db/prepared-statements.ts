@@ -7,6 +7,8 @@ import pg from 'pg';
 /** Texts of parameterised data statements get names; the set is finite (statements are templates). */
 const PREPARABLE = /^\s*(select|with|insert|update|delete)\b/i;
 const MAX_NAMED = 2000;
+/** Multi-row INSERTs have a different text for every row count: not worth a name each. */
+const MAX_PREPARED_PARAMETERS = 64;
 const names = new Map<string, string>();
 
 function statementName(text: string): string | undefined {
@@ -33,7 +35,13 @@ export class PreparingClient extends pg.Client {
   // biome-ignore lint/suspicious/noExplicitAny: pg's query has a dozen overloads; this forwards them all.
   override query(...args: unknown[]): any {
     const [text, values, callback] = args;
-    if (typeof text !== 'string' || !Array.isArray(values) || values.length === 0 || callback !== undefined) {
+    if (
+      typeof text !== 'string' ||
+      !Array.isArray(values) ||
+      values.length === 0 ||
+      values.length > MAX_PREPARED_PARAMETERS ||
+      callback !== undefined
+    ) {
       return (super.query as (...a: unknown[]) => unknown)(...args);
     }
     const name = this.#stale.has(text) ? undefined : statementName(text);

@@ -16,17 +16,26 @@ import { float32ToBase64, toNumbers, type Vector } from './vectors.ts';
 export type EmbeddingsInput = components['schemas']['EmbeddingsRequest'];
 export type EmbeddingsOutput = components['schemas']['EmbeddingsResponse'];
 
-/** An upstream that ignores `dimensions` or mixes sizes would hand callers vectors they did not ask for. */
-function checkVectorSizes(vectors: readonly Vector[], dimensions: number | undefined): void {
+/**
+ * An upstream that ignores `dimensions` (a model that cannot shorten) or mixes sizes would hand
+ * callers vectors they did not ask for.
+ */
+function checkVectorSizes(model: string, vectors: readonly Vector[], dimensions: number | undefined): void {
   const size = vectors[0]?.length;
   const wrong = vectors.find((v) => v.length !== (dimensions ?? size));
-  if (wrong !== undefined) {
-    const why =
-      dimensions === undefined
-        ? `vectors of different sizes (${size} and ${wrong.length})`
-        : `${wrong.length} dimensions where ${dimensions} were asked for`;
-    throw new ApiError(502, 'PROVIDER_UNAVAILABLE', `The embeddings provider sent an invalid answer (${why})`);
+  if (wrong === undefined) return;
+  if (dimensions !== undefined && vectors.every((v) => v.length === size)) {
+    throw new ApiError(
+      400,
+      'INVALID_INPUT',
+      `Model "${model}" cannot shorten its vectors (it returned ${size} dimensions): leave out body.dimensions`,
+    );
   }
+  throw new ApiError(
+    502,
+    'PROVIDER_UNAVAILABLE',
+    `The embeddings provider sent an invalid answer (vectors of different sizes: ${size} and ${wrong.length})`,
+  );
 }
 
 /** The local model yields to other requests after this many tokens of work. */
@@ -124,7 +133,7 @@ export function createEmbeddingsService(deps: {
     } else {
       const answer = await (upstream as OpenAICompatibleUpstream).embed({ model, input: inputs, dimensions, encoding });
       vectors = answer.vectors;
-      checkVectorSizes(vectors, dimensions);
+      checkVectorSizes(model, vectors, dimensions);
       // The provider's own figures when it gives them (they are what it bills); ours otherwise.
       promptTokens = answer.promptTokens ?? counted;
       totalTokens = answer.totalTokens ?? promptTokens;

@@ -156,7 +156,19 @@ export class OpenAICompatibleUpstream {
         ),
       };
     }
-    // The request itself was refused (400, 404 unknown model, 422 ...): the caller can fix it.
+    if (status !== 400 && status !== 404 && status !== 422) {
+      // A redirect, 402 (billing), 413 ...: a problem of the deployment, not of the caller's request.
+      return {
+        ok: false,
+        retryable: false,
+        error: new ApiError(
+          502,
+          'PROVIDER_UNAVAILABLE',
+          `The embeddings provider refused the service (HTTP ${status}${upstream ? `: ${upstream}` : ''})`,
+        ),
+      };
+    }
+    // The request itself was refused (400, 404 unknown model, 422): the caller can fix it.
     return {
       ok: false,
       retryable: false,
@@ -193,7 +205,9 @@ export class OpenAICompatibleUpstream {
       vectors[index] = vector;
     }
     const usage = parsed.usage;
-    const count = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined);
+    // Figures outside a plausible range (the ledger's integer columns) are ignored: ours are used.
+    const count = (v: unknown) =>
+      typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 2_147_483_647 ? v : undefined;
     return {
       ok: true,
       answer: { vectors, promptTokens: count(usage?.prompt_tokens), totalTokens: count(usage?.total_tokens) },

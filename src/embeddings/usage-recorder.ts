@@ -40,7 +40,7 @@ export class UsageRecorder {
       const dropped = this.#pending.splice(0, this.#pending.length - MAX_PENDING);
       this.log.error({ dropped: dropped.length }, 'embedding usage rows dropped: the database refuses them');
     }
-    if (this.#pending.length >= FLUSH_AT_ROWS) void this.flush();
+    if (this.#pending.length >= FLUSH_AT_ROWS && this.#flushing === undefined) void this.flush();
   }
 
   /** Writes everything queued so far (after any flush already under way). */
@@ -59,6 +59,11 @@ export class UsageRecorder {
       try {
         await this.db.insertInto('embedding_usage').values(batch).execute();
       } catch (err) {
+        // Data errors (class 22) and constraint violations (23) would fail forever: drop the batch.
+        if (/^2[23]/.test(String((err as { code?: string }).code))) {
+          this.log.error({ err: { message: (err as Error).message }, rows: batch.length }, 'embedding usage rows refused');
+          continue;
+        }
         this.#pending = batch.concat(this.#pending);
         this.log.warn(
           { err: { message: (err as Error).message }, rows: this.#pending.length },

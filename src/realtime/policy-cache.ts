@@ -30,6 +30,8 @@ export class PolicyCache {
   #generation = 0;
   #listener: pg.Client | undefined;
   #listening = false;
+  /** Whether the database has the event trigger that announces policy changes. */
+  #notifying = false;
   #closed = false;
   #reconnectTimer: NodeJS.Timeout | undefined;
 
@@ -45,11 +47,14 @@ export class PolicyCache {
   }
 
   get(): Promise<RealtimePermissions> | RealtimePermissions {
-    const ttl = this.#listening ? LISTENING_TTL_MS : POLICY_TTL_MS;
+    const ttl = this.#listening && this.#notifying ? LISTENING_TTL_MS : POLICY_TTL_MS;
     if (this.#value !== undefined && Date.now() - this.#loadedAt < ttl) return this.#value;
-    this.#loading ??= this.#load().finally(() => {
-      this.#loading = undefined;
-    });
+    if (this.#loading === undefined) {
+      const loading = this.#load().finally(() => {
+        if (this.#loading === loading) this.#loading = undefined;
+      });
+      this.#loading = loading;
+    }
     return this.#loading;
   }
 
@@ -57,6 +62,8 @@ export class PolicyCache {
   invalidate(): void {
     this.#generation++;
     this.#value = undefined;
+    // A load already under way may have read the old policies: later callers start a new one.
+    this.#loading = undefined;
   }
 
   async #load(): Promise<RealtimePermissions> {
@@ -74,7 +81,13 @@ export class PolicyCache {
   }
 
   async #listen(url: string): Promise<void> {
-    const client = new pg.Client({ connectionString: url });
+    const client = new pg.Client({
+      connectionString: url,
+      connectionTimeoutMillis: 5_000,
+      // A silently dead connection (a dropped NAT entry, a failover) is found within a minute.
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 30_000,
+    });
     this.#listener = client;
     client.on('notification', (msg) => {
       if (msg.channel === POLICY_CHANNEL) this.invalidate();
@@ -84,6 +97,11 @@ export class PolicyCache {
     try {
       await client.connect();
       await client.query(`listen ${POLICY_CHANNEL}`);
+      const trigger = await client.query(
+        "select 1 from pg_event_trigger where evtname = 'realtime_policy_change' and evtenabled <> 'D'",
+      );
+      // Without the trigger (created only by a superuser) nothing is ever announced: keep the short TTL.
+      this.#notifying = trigger.rowCount === 1;
       this.#listening = true;
       // Changes made while no connection was listening were missed.
       this.invalidate();

@@ -10,21 +10,27 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`create schema if not exists realtime`.execute(db);
   await sql`create schema if not exists auth`.execute(db);
 
-  // Roles belong to the whole cluster, so they may exist already (another database, or another
-  // migration running at the same moment).
+  // Roles belong to the whole cluster, so they may exist already (made by an operator, for another
+  // database, or by a migration running at the same moment). Only a missing one is created, so an
+  // owner without CREATEROLE can migrate once an operator has made them.
   for (const role of ['anon', 'authenticated']) {
     await sql`
       do $$ begin
-        create role ${sql.id(role)} nologin;
+        if not exists (select from pg_roles where rolname = ${sql.lit(role)}) then
+          create role ${sql.id(role)} nologin;
+        end if;
       exception when duplicate_object or unique_violation then null;
       end $$
     `.execute(db);
-    // The service switches to these roles with SET LOCAL ROLE, which needs membership
-    // (implicit for a superuser; granted here for an owner that is not one).
+    // The service switches to these roles with SET LOCAL ROLE, which needs membership (implicit for
+    // a superuser). Without it, every run-as-caller statement would fail: say so now.
     await sql`
       do $$ begin
-        execute format('grant %I to %I', ${sql.lit(role)}, current_user);
-      exception when others then null;
+        if not pg_has_role(current_user, ${sql.lit(role)}, 'member') then
+          execute format('grant %I to %I', ${sql.lit(role)}, current_user);
+        end if;
+      exception when others then
+        raise warning 'realtime: % cannot be granted to %: %', ${sql.lit(role)}, current_user, sqlerrm;
       end $$
     `.execute(db);
   }
@@ -76,7 +82,10 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   }
   await sql`grant usage on schema realtime, auth to anon, authenticated`.execute(db);
   await sql`grant select on realtime.channels to anon, authenticated`.execute(db);
-  await sql`grant insert on realtime.messages to authenticated`.execute(db);
+  // Callers name the channel, event, payload and sender; id and created_at are the database's.
+  await sql`grant insert (channel_id, channel_name, event, payload, sender_id) on realtime.messages to authenticated`.execute(
+    db,
+  );
 
   // Signed-in users may subscribe to enabled channels whose pattern (LIKE) matches the channel.
   await sql`
@@ -84,14 +93,19 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       for select to authenticated
       using (enabled and realtime.channel_name() like pattern)
   `.execute(db);
-  // ... and publish to such a channel, only as themselves and only under its name.
+  // ... and publish to such a channel, only as themselves, only under its name, and (when the
+  // message names a channel row) only into that row.
   await sql`
     create policy authenticated_can_publish_as_self on realtime.messages
       for insert to authenticated
       with check (
         sender_id = auth.uid()
         and channel_name = realtime.channel_name()
-        and exists (select 1 from realtime.channels c where c.enabled and realtime.channel_name() like c.pattern)
+        and exists (
+          select 1 from realtime.channels c
+          where c.enabled and realtime.channel_name() like c.pattern
+            and (messages.channel_id is null or c.id = messages.channel_id)
+        )
       )
   `.execute(db);
 
