@@ -61,7 +61,10 @@ export class UsageRecorder {
       } catch (err) {
         // Data errors (class 22) and constraint violations (23) would fail forever: drop the batch.
         if (/^2[23]/.test(String((err as { code?: string }).code))) {
-          this.log.error({ err: { message: (err as Error).message }, rows: batch.length }, 'embedding usage rows refused');
+          this.log.error(
+            { err: { message: (err as Error).message }, rows: batch.length },
+            'embedding usage rows refused',
+          );
           continue;
         }
         this.#pending = batch.concat(this.#pending);
