@@ -73,6 +73,15 @@ try {
       durationSeconds,
     }),
   ];
+  // Each case's plan, from the repository's own statement, right after its load: the steady state
+  // it measured (a later broad search would have pushed its index pages out of shared buffers).
+  const kysely = new Kysely<Database>({
+    // The same session settings as the service (no JIT), so that the plans are the ones it runs.
+    dialect: new PostgresDialect({
+      pool: new pg.Pool({ connectionString: databaseUrl, max: 1, options: '-c jit=off' }),
+    }),
+  });
+  const plans: string[] = [];
   for (const c of cases) {
     results.push(
       await runLoad({
@@ -83,16 +92,6 @@ try {
         durationSeconds,
       }),
     );
-  }
-  // The plans, from the repository's own statement, after the load: the steady state it measured.
-  const kysely = new Kysely<Database>({
-    // The same session settings as the service (no JIT), so that the plans are the ones it runs.
-    dialect: new PostgresDialect({
-      pool: new pg.Pool({ connectionString: databaseUrl, max: 1, options: '-c jit=off' }),
-    }),
-  });
-  const plans: string[] = [];
-  for (const c of cases) {
     const statement = userDirectoryQuery({ offset: c.offset, limit: 10, search: c.search });
     const plan = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers, costs off) ${statement}`.execute(
       kysely,
