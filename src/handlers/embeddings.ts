@@ -8,7 +8,8 @@ export function embeddingHandlers(ctx: AppContext): HandlersFor<'createEmbedding
       const result = await ctx.embeddings.embed(request.user.sub, request.body);
       // The schema's serializer picks oneOf branches by validating every vector first, which
       // halved throughput on 1536-dimension floats; the typed result already has the spec's shape.
-      reply.serializer(JSON.stringify);
+      // A custom serializer leaves the content type to us.
+      reply.serializer(JSON.stringify).type('application/json; charset=utf-8');
       return result;
     },
   } satisfies HandlersFor<'createEmbeddings'>;

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.ts';
 import type { Clock } from '../../src/clock.ts';
 import { type Config, type Env, loadConfig } from '../../src/config.ts';
+import { checkResponsesAgainstContract } from './contract-check.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 
 interface Teardown {
@@ -35,6 +36,7 @@ export async function buildTestApp(t: Teardown, options: TestAppOptions = {}): P
     logger: false,
     ...(options.clock ? { clock: options.clock } : {}),
   });
+  checkResponsesAgainstContract(app);
   await app.ready();
   t.teardown(async () => {
     await app.close();
@@ -62,6 +64,7 @@ export async function buildAppCapturingLogs(
   });
   const config = loadConfig({ NODE_ENV: 'test', DATABASE_URL: database.url, ...env });
   const app = await buildApp(config, { database: database.handle, logger: { level, stream } });
+  checkResponsesAgainstContract(app);
   t.teardown(async () => {
     await app.close();
     await database.drop();
