@@ -81,9 +81,9 @@ export function contractProblem(r: SentResponse): string | undefined {
 function check(request: FastifyRequest, reply: FastifyReply, payload: unknown): string | undefined {
   const op = operations.get(`${request.method} ${request.routeOptions.url}`);
   if (op !== undefined) {
-    let statuses = exercised.get(op.id);
-    if (!statuses) exercised.set(op.id, (statuses = new Set()));
+    const statuses = exercised.get(op.id) ?? new Set<number>();
     statuses.add(reply.statusCode);
+    exercised.set(op.id, statuses);
   }
   return contractProblem({
     method: request.method,

@@ -9,11 +9,11 @@ const ajv = new Ajv2020({ strict: false, allErrors: true });
 addFormats.default(ajv);
 ajv.addSchema({ ...specDocument, $id: 'spec' });
 
-const escape = (part: string) => part.replaceAll('~', '~0').replaceAll('/', '~1');
+const pointerSegment = (part: string) => part.replaceAll('~', '~0').replaceAll('/', '~1');
 
 /** The validator of the schema at a JSON pointer into openapi.yaml, given as path segments. */
 export function specValidator(...segments: string[]): ValidateFunction {
-  const pointer = `spec#/${segments.map(escape).join('/')}`;
+  const pointer = `spec#/${segments.map(pointerSegment).join('/')}`;
   const validate = ajv.getSchema(pointer);
   if (!validate) throw new Error(`no schema at ${pointer} in openapi.yaml`);
   return validate;
