@@ -560,7 +560,7 @@ export interface components {
              * @default float
              * @enum {string}
              */
-            encoding_format: "float" | "base64";
+            encoding_format?: "float" | "base64";
             /**
              * @description Number of dimensions of the output vectors. Supported only by
              *     certain models; sending it for another model is rejected, and so is

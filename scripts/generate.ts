@@ -64,7 +64,9 @@ export type ErrorCode = (typeof errorCodes)[number];
 async function render(): Promise<Record<string, string>> {
   const yamlText = fs.readFileSync(specPath, 'utf8');
   const spec = parse(yamlText) as Spec;
-  const ast = await openapiTS(new URL(`file://${specPath}`), { alphabetize: false });
+  // defaultNonNullable off: a property with a default (encoding_format) stays optional for callers,
+  // which is what the spec means; the server applies the default.
+  const ast = await openapiTS(new URL(`file://${specPath}`), { alphabetize: false, defaultNonNullable: false });
   return {
     'openapi.ts': `${banner}${astToString(ast)}`,
     'contract.ts': contractModule(spec),

@@ -128,3 +128,37 @@ t.test('secured operations refuse a missing, malformed, foreign-key or refresh-t
     }
   }
 });
+
+t.test('every operation is documented: summary, description, tag, examples, its error responses', async (t) => {
+  const components = specDocument.components as { responses: Record<string, { content?: Record<string, object> }> };
+  type Documented = SpecOperation & {
+    summary?: string;
+    description?: string;
+    tags?: string[];
+    requestBody?: { content?: Record<string, { example?: unknown; examples?: unknown }> };
+    responses: Record<string, { $ref?: string; content?: Record<string, { example?: unknown; examples?: unknown }> }>;
+  };
+  for (const id of operationIds) {
+    const op = specOperation(id) as Documented;
+    t.ok(op.summary && op.description && op.tags?.length === 1, `${id}: summary, description and one tag`);
+    const body = op.requestBody?.content?.['application/json'];
+    if (body) t.ok(body.example ?? body.examples, `${id}: request example`);
+    for (const [status, response] of Object.entries(op.responses)) {
+      const resolved = response.$ref ? components.responses[response.$ref.split('/').pop() as string] : response;
+      const json = resolved?.content?.['application/json'] as { example?: unknown; examples?: unknown } | undefined;
+      if (json) t.ok(json.example ?? json.examples, `${id} ${status}: response example`);
+    }
+    const declared = Object.keys(op.responses);
+    const expected = ['500'];
+    if (operations[id].secured) expected.push('401');
+    if (body) expected.push('400', '413', '415');
+    for (const status of expected) t.ok(declared.includes(status), `${id} declares ${status}`);
+  }
+  t.match((specDocument.info as { version: string }).version, /^\d+\.\d+\.\d+$/, 'info.version is semver');
+  const changelog = readFileSync(path.resolve(import.meta.dirname, '..', 'CHANGELOG.md'), 'utf8');
+  t.match(
+    changelog,
+    `## ${(specDocument.info as { version: string }).version}`,
+    'CHANGELOG.md has an entry for the version',
+  );
+});

@@ -153,6 +153,33 @@ t.test('the local model on a fresh app with no embeddings configuration', async 
     assertErrorBody(t, await embed({ model: LOCAL_MODEL, input: 'x', encoding_format: 'int8' }), 400, 'INVALID_INPUT');
   });
 
+  t.test('bodies: up to 8 MiB here (above the service-wide 1 MiB), 413 beyond', async (t) => {
+    const words = Array.from({ length: 40 }, () => ' hello'.repeat(7_000)); // 280,000 tokens, ~1.7 MB
+    const big = await embed({ model: LOCAL_MODEL, input: words });
+    t.equal(big.statusCode, 200, 'a 1.7 MB body is accepted');
+    t.equal(big.json().metadata.usage.promptTokens, 280_000);
+    const huge = await app.inject({
+      method: 'POST',
+      url: '/api/ai/embeddings',
+      headers: { ...headers, 'content-type': 'application/json' },
+      payload: JSON.stringify({ model: LOCAL_MODEL, input: 'x'.repeat(9 * 1024 * 1024) }),
+    });
+    assertErrorBody(t, huge, 413, 'PAYLOAD_TOO_LARGE');
+  });
+
+  t.test('a model outside local/ with no provider configured is 503', async (t) => {
+    const { app: listed } = await buildTestApp(t, {
+      env: { EMBEDDINGS_MODELS: `${LOCAL_MODEL},text-embedding-3-small` },
+    });
+    const res = await listed.inject({
+      method: 'POST',
+      url: '/api/ai/embeddings',
+      headers: { authorization: `Bearer ${accessTokenFor(listed)}` },
+      payload: { model: 'text-embedding-3-small', input: 'x' },
+    });
+    t.match(assertErrorBody(t, res, 503, 'SERVICE_UNAVAILABLE').message, /none is configured/);
+  });
+
   t.test('special-token text is ordinary input', async (t) => {
     const res = await embed({ model: LOCAL_MODEL, input: 'end <|endoftext|> here' });
     t.equal(res.statusCode, 200);

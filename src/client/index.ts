@@ -1,0 +1,157 @@
+/**
+ * The typed client of this service: openapi-fetch over the generated `paths`, plus the session
+ * handling every caller needs. It keeps the access token, sends it as `Authorization: Bearer`, and
+ * when an operation answers 401 it refreshes the session once and repeats the call:
+ *   - web clients: the refresh token is the HttpOnly cookie (requests go out with credentials) and
+ *     the CSRF token from the session result goes in `X-CSRF-Token`;
+ *   - mobile and desktop clients: the refresh token from the session result goes in the body.
+ * Every call returns `{ data }` typed by the spec's success response, or `{ error }` typed by its
+ * Error schema, with the raw `response`.
+ *
+ *   import { createClient } from 'accounts-embeddings-realtime/client';
+ *   const api = createClient({ baseUrl: 'https://accounts.example.com', clientType: 'mobile' });
+ *   await api.POST('/api/auth/sessions', { params: { query: { client_type: 'mobile' } }, body: { email, password } });
+ *   const { data, error } = await api.GET('/api/auth/users', { params: { query: { search: 'ann' } } });
+ */
+import createFetchClient from 'openapi-fetch';
+import type { components, paths } from '../../generated/openapi.ts';
+
+export type { components, paths };
+export type ClientType = 'web' | 'mobile' | 'desktop';
+export type ErrorBody = components['schemas']['Error'];
+export type SessionResult = components['schemas']['SessionResult'];
+
+export interface SessionTokens {
+  accessToken: string | undefined;
+  /** Mobile and desktop clients only; web clients hold theirs in the cookie. */
+  refreshToken: string | undefined;
+  /** Web clients only. */
+  csrfToken: string | undefined;
+}
+
+export interface ClientOptions {
+  baseUrl: string;
+  /** How the session's refresh token travels (default mobile). */
+  clientType?: ClientType;
+  /** Tokens of an existing session, for example kept from an earlier run. */
+  tokens?: Partial<SessionTokens>;
+  /** The fetch to use (default globalThis.fetch); web clients need one that keeps cookies. */
+  fetch?: (request: Request) => Promise<Response>;
+  /** Called whenever the session's tokens change (sign-in, refresh, logout), to persist them. */
+  onTokens?: (tokens: SessionTokens) => void;
+}
+
+// Operations whose answer is a Session result, and those that end a session.
+const SESSION_RESULT = /\/api\/auth\/(sessions|email\/verify|refresh|users)$/;
+const SESSION_END = /\/api\/auth\/logout$/;
+// A 401 from these is about credentials or refresh tokens, not the access token: never retry them.
+const NO_RETRY = /^\/api\/auth\/(sessions|users|email\/send-verification|email\/verify|refresh|logout)$/;
+
+export function createClient(options: ClientOptions) {
+  const clientType = options.clientType ?? 'mobile';
+  const baseFetch = options.fetch ?? ((request: Request) => globalThis.fetch(request));
+  const tokens: SessionTokens = {
+    accessToken: options.tokens?.accessToken,
+    refreshToken: options.tokens?.refreshToken,
+    csrfToken: options.tokens?.csrfToken,
+  };
+  const changed = () => options.onTokens?.({ ...tokens });
+  let refreshing: Promise<boolean> | undefined;
+
+  const authorised = (request: Request): Request => {
+    const headers = new Headers(request.headers);
+    if (tokens.accessToken && !headers.has('authorization'))
+      headers.set('authorization', `Bearer ${tokens.accessToken}`);
+    if (clientType === 'web' && tokens.csrfToken && !headers.has('x-csrf-token'))
+      headers.set('x-csrf-token', tokens.csrfToken);
+    return new Request(request, { headers });
+  };
+
+  /** Keeps the tokens a Session result carries; forgets them when the session ends. */
+  async function remember(request: Request, response: Response): Promise<void> {
+    const path = new URL(request.url).pathname;
+    if (SESSION_END.test(path) && response.status === 204) {
+      Object.assign(tokens, { accessToken: undefined, refreshToken: undefined, csrfToken: undefined });
+      changed();
+      return;
+    }
+    if (!SESSION_RESULT.test(path) || !response.ok || request.method !== 'POST') return;
+    const body = (await response
+      .clone()
+      .json()
+      .catch(() => undefined)) as Partial<SessionResult> | undefined;
+    if (typeof body?.accessToken !== 'string') return;
+    tokens.accessToken = body.accessToken;
+    tokens.refreshToken = body.refreshToken ?? undefined;
+    tokens.csrfToken = body.csrfToken ?? undefined;
+    changed();
+  }
+
+  /** Exchanges the refresh token (or cookie) for a new session; false when that is refused. */
+  async function refresh(): Promise<boolean> {
+    if (clientType !== 'web' && !tokens.refreshToken) return false;
+    const url = new URL(`/api/auth/refresh?client_type=${clientType}`, options.baseUrl);
+    const request = new Request(url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        ...(clientType === 'web' && tokens.csrfToken ? { 'x-csrf-token': tokens.csrfToken } : {}),
+      },
+      body: JSON.stringify(clientType === 'web' ? {} : { refreshToken: tokens.refreshToken }),
+      credentials: 'include',
+    });
+    const response = await baseFetch(request);
+    if (!response.ok) {
+      Object.assign(tokens, { accessToken: undefined, refreshToken: undefined, csrfToken: undefined });
+      changed();
+      return false;
+    }
+    await remember(request, response);
+    return true;
+  }
+
+  async function send(request: Request): Promise<Response> {
+    const again = request.clone();
+    const response = await baseFetch(authorised(request));
+    await remember(request, response);
+    const noRetry = request.method === 'POST' && NO_RETRY.test(new URL(request.url).pathname);
+    if (response.status !== 401 || noRetry) return response;
+    refreshing ??= refresh().finally(() => {
+      refreshing = undefined;
+    });
+    if (!(await refreshing)) return response;
+    const retried = new Request(again, { headers: withoutAuthorization(again.headers) });
+    const second = await baseFetch(authorised(retried));
+    await remember(retried, second);
+    return second;
+  }
+
+  const api = createFetchClient<paths>({
+    baseUrl: options.baseUrl.replace(/\/+$/, ''),
+    fetch: send,
+    // Web clients' refresh cookie must travel with their requests.
+    credentials: clientType === 'web' ? 'include' : 'same-origin',
+  });
+  return Object.assign(api, {
+    clientType,
+    /** The current session's tokens (a copy). */
+    tokens: (): SessionTokens => ({ ...tokens }),
+    /** Refreshes the session now; false when the refresh token is refused (the tokens are then cleared). */
+    refresh: () => (refreshing ??= refresh().finally(() => (refreshing = undefined))),
+    /** Ends the session on the server (its refresh tokens die) and forgets the tokens. */
+    logout: () =>
+      api.POST('/api/auth/logout', {
+        params: { query: { client_type: clientType } },
+        body: clientType === 'web' ? {} : { refreshToken: tokens.refreshToken ?? '' },
+      }),
+  });
+}
+
+function withoutAuthorization(headers: Headers): Headers {
+  const copy = new Headers(headers);
+  copy.delete('authorization');
+  copy.delete('x-csrf-token');
+  return copy;
+}
+
+export type ServiceClient = ReturnType<typeof createClient>;
