@@ -103,6 +103,13 @@ t.test('HTTP behaviour shared by every route', async (t) => {
     t.equal(yaml.statusCode, 200);
     t.match(yaml.headers['content-type'], /yaml/);
     t.match(yaml.body, /^openapi: 3\.1\.0/m);
+    // What Swagger UI at /docs is given: "Try it out" targets the serving deployment, with Bearer auth.
+    const ui = await app.inject({ url: '/docs/json' });
+    t.equal(ui.statusCode, 200);
+    const document = ui.json();
+    t.equal(document.servers[0].url, '/', 'try-it-out calls the service that serves the page');
+    t.same(document.components.securitySchemes.bearerAuth, json.json().components.securitySchemes.bearerAuth);
+    t.same(Object.keys(document.paths).sort(), Object.keys(json.json().paths).sort(), 'every operation is shown');
   });
 });
 
