@@ -16,7 +16,7 @@ import pg from 'pg';
 import { freePort, type RunningService, startService, waitFor200 } from '../scripts/lib/service-process.ts';
 import { deriveKeys, hashPassword, hmacHex, sha256Hex } from '../src/auth/crypto.ts';
 import { type LoadResult, resultTable, runLoad } from './lib/load.ts';
-import { benchArgs, ceilingTitle, startCeiling } from './lib/setup.ts';
+import { benchArgs, ceilingTitle, startCeiling, stopAll } from './lib/setup.ts';
 
 const args = benchArgs({ users: '30000' });
 const { durationSeconds, connections } = args;
@@ -135,8 +135,7 @@ try {
   );
   console.log(resultTable(results));
 } finally {
-  for (const s of started) s.child.kill('SIGTERM');
-  await Promise.all(started.map((s) => s.exited));
+  await stopAll(started);
   await admin.query(`drop database if exists ${dbName} with (force)`);
   await admin.end();
 }

@@ -14,7 +14,7 @@ import os from 'node:os';
 import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
 import { freePort, type RunningService, startService, waitFor200 } from '../scripts/lib/service-process.ts';
 import { type LoadResult, resultTable, runLoad } from './lib/load.ts';
-import { adminAccessToken, benchAdminEnv, benchArgs, ceilingTitle, startCeiling } from './lib/setup.ts';
+import { adminAccessToken, benchArgs, benchServiceEnv, ceilingTitle, startCeiling, stopAll } from './lib/setup.ts';
 
 const { durationSeconds, connections } = benchArgs();
 
@@ -53,11 +53,7 @@ try {
     startService({
       DATABASE_URL: 'memory://',
       PORT: String(port),
-      NODE_ENV: 'production',
-      JWT_SECRET: 'bench-secret-'.padEnd(48, 'x'),
-      SMTP_URL: 'smtp://127.0.0.1:9',
-      LOG_LEVEL: 'warn',
-      ...benchAdminEnv,
+      ...benchServiceEnv,
       EMBEDDINGS_BASE_URL: upstream,
       EMBEDDINGS_API_KEY: 'bench-upstream-key',
       EMBEDDINGS_RATE_LIMIT: '1000000000',
@@ -108,6 +104,5 @@ try {
   );
   console.log(resultTable(results));
 } finally {
-  for (const s of started) s.child.kill('SIGTERM');
-  await Promise.all(started.map((s) => s.exited));
+  await stopAll(started);
 }

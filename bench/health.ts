@@ -17,7 +17,7 @@ import {
   waitFor200,
 } from '../scripts/lib/service-process.ts';
 import { type LoadResult, resultTable, runLoad } from './lib/load.ts';
-import { benchArgs, ceilingTitle, startCeiling } from './lib/setup.ts';
+import { benchArgs, ceilingTitle, startCeiling, stopAll } from './lib/setup.ts';
 
 const args = benchArgs({ database: 'pglite' });
 const { durationSeconds, connections } = args;
@@ -75,6 +75,6 @@ try {
   console.log(`\nstart to first 200: empty DATA_DIR ${emptyMs} ms, existing DATA_DIR ${existingMs} ms`);
   console.log(`idle resident memory: ${idleMiB.toFixed(0)} MiB`);
 } finally {
-  for (const s of started) s.child.kill('SIGTERM');
+  await stopAll(started); // before removing the data directory they hold
   rmSync(dataDir, { recursive: true, force: true });
 }

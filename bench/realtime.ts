@@ -10,7 +10,7 @@
 import os from 'node:os';
 import { freePort, type RunningService, startService, waitFor200 } from '../scripts/lib/service-process.ts';
 import { type LoadResult, resultTable, runLoad } from './lib/load.ts';
-import { adminAccessToken, benchAdminEnv, benchArgs, ceilingTitle, startCeiling } from './lib/setup.ts';
+import { adminAccessToken, benchArgs, benchServiceEnv, ceilingTitle, startCeiling, stopAll } from './lib/setup.ts';
 
 const args = benchArgs({ database: 'postgres' });
 const { durationSeconds, connections } = args;
@@ -24,11 +24,7 @@ try {
       DATABASE_URL:
         database === 'postgres' ? (process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test') : 'memory://',
       PORT: String(port),
-      NODE_ENV: 'production',
-      JWT_SECRET: 'bench-secret-'.padEnd(48, 'x'),
-      SMTP_URL: 'smtp://127.0.0.1:9',
-      LOG_LEVEL: 'warn',
-      ...benchAdminEnv,
+      ...benchServiceEnv,
     }),
   );
   const base = `http://127.0.0.1:${port}`;
@@ -51,6 +47,5 @@ try {
   );
   console.log(resultTable(results));
 } finally {
-  for (const s of started) s.child.kill('SIGTERM');
-  await Promise.all(started.map((s) => s.exited));
+  await stopAll(started);
 }

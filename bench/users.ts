@@ -13,7 +13,7 @@ import { freePort, type RunningService, startService, waitFor200 } from '../scri
 import { userDirectoryQuery } from '../src/db/repositories/user-directory.ts';
 import type { Database } from '../src/db/schema.ts';
 import { type LoadResult, resultTable, runLoad } from './lib/load.ts';
-import { adminAccessToken, benchAdminEnv, benchArgs, ceilingTitle, startCeiling } from './lib/setup.ts';
+import { adminAccessToken, benchArgs, benchServiceEnv, ceilingTitle, startCeiling, stopAll } from './lib/setup.ts';
 
 const args = benchArgs();
 const { durationSeconds, connections } = args;
@@ -53,11 +53,7 @@ try {
   const service = startService({
     DATABASE_URL: databaseUrl,
     PORT: String(port),
-    NODE_ENV: 'production',
-    JWT_SECRET: 'bench-secret-'.padEnd(48, 'x'),
-    SMTP_URL: 'smtp://127.0.0.1:9',
-    LOG_LEVEL: 'warn',
-    ...benchAdminEnv,
+    ...benchServiceEnv,
   });
   started.push(service);
   const base = `http://127.0.0.1:${port}`;
@@ -106,7 +102,6 @@ try {
   console.log(resultTable(results));
   console.log(`\n### Plans (EXPLAIN ANALYZE, limit 10)\n\n${plans.join('\n\n')}`);
 } finally {
-  for (const s of started) s.child.kill('SIGTERM');
-  await Promise.all(started.map((s) => s.exited));
+  await stopAll(started);
   await client.end();
 }

@@ -43,3 +43,21 @@ export async function adminAccessToken(base: string): Promise<string> {
   if (res.status !== 200) throw new Error(`administrator sign-in failed: ${res.status} ${await res.text()}`);
   return ((await res.json()) as { accessToken: string }).accessToken;
 }
+
+/**
+ * Environment of a benchmarked service: production mode, warnings only in the log, a fixed
+ * signing key, mail that is never sent, and the administrator of adminAccessToken.
+ */
+export const benchServiceEnv = {
+  NODE_ENV: 'production',
+  JWT_SECRET: 'bench-secret-'.padEnd(48, 'x'),
+  SMTP_URL: 'smtp://127.0.0.1:9',
+  LOG_LEVEL: 'warn',
+  ...benchAdminEnv,
+};
+
+/** Stops every process a benchmark started and waits for them to exit. */
+export async function stopAll(started: RunningService[]): Promise<void> {
+  for (const s of started) s.child.kill('SIGTERM');
+  await Promise.all(started.map((s) => s.exited));
+}
