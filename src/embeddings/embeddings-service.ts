@@ -160,8 +160,6 @@ export function createEmbeddingsService(deps: {
 
   return {
     embed,
-    /** Writes queued usage rows now (tests and shutdown). */
-    flushUsage: () => recorder.flush(),
     async close() {
       await recorder.close();
       await upstream?.close();

@@ -36,11 +36,6 @@ export function tokensWithin(text: string, limit: number): number | false {
   return add(text.slice(last)) ? total : false;
 }
 
-/** Tokens of `text` as OpenAI's embedding models count them (cl100k_base). */
-export function tokenCount(text: string): number {
-  return tokensWithin(text, Number.MAX_SAFE_INTEGER) as number;
-}
-
 /**
  * Checks the request's inputs against the limits before anything is sent anywhere and returns
  * their token counts. Counting stops early on an input over the per-input limit.
