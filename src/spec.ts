@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
+import { projectFile } from './project-file.ts';
 
 /** openapi.yaml as written, and as the JSON object that generated/openapi.json holds. */
-export const specYaml: string = readFileSync(new URL('../openapi.yaml', import.meta.url), 'utf8');
+export const specYaml: string = readFileSync(projectFile('openapi.yaml'), 'utf8');
 export const specDocument: Record<string, unknown> = JSON.parse(
-  readFileSync(new URL('../generated/openapi.json', import.meta.url), 'utf8'),
+  readFileSync(projectFile('generated/openapi.json'), 'utf8'),
 );

@@ -35,16 +35,12 @@ const embedAs = (app: FastifyInstance, token: string) => (payload: unknown) =>
   });
 
 /** The float32 values of a base64 embedding, read little-endian whatever the host. */
+/** Float answers carry 9 significant digits: compare them as the float32 values they stand for. */
+const float32s = (values: readonly number[]): number[] => Array.from(Float32Array.from(values));
+
 const decodeBase64 = (base64: string): number[] => {
   const bytes = Buffer.from(base64, 'base64');
   return Array.from({ length: bytes.length / 4 }, (_, i) => bytes.readFloatLE(i * 4));
-};
-
-/** Base64 of float32 little-endian values, as an OpenAI-compatible server sends it. */
-const encodeBase64 = (values: readonly number[]): string => {
-  const bytes = Buffer.alloc(values.length * 4);
-  for (const [i, x] of values.entries()) bytes.writeFloatLE(x, i * 4);
-  return bytes.toString('base64');
 };
 
 t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t) => {
@@ -80,9 +76,10 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
     const body = res.json();
     assertMatchesSchema(t, body, 'EmbeddingsResponse');
     const tokens = fakePromptTokens([input]);
+    t.same(float32s(body.data[0].embedding), fakeVector(input, FAKE_NATIVE_DIMENSIONS));
     t.same(body, {
       object: 'list',
-      data: [{ object: 'embedding', embedding: fakeVector(input, FAKE_NATIVE_DIMENSIONS), index: 0 }],
+      data: [{ object: 'embedding', embedding: body.data[0].embedding, index: 0 }],
       metadata: { model: MODEL, usage: { promptTokens: tokens, completionTokens: 0, totalTokens: tokens } },
     });
     t.strictSame(Object.keys(body).sort(), ['data', 'metadata', 'object'], 'no other top-level field');
@@ -96,7 +93,11 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
     t.match(String(seen?.headers['content-type']), /^application\/json/);
     t.same(seen?.body.input, [input], 'input is sent as an array');
     t.equal(seen?.body.model, MODEL);
-    t.equal(seen?.body.encoding_format, 'float');
+    t.equal(
+      seen?.body.encoding_format,
+      'base64',
+      'base64 asked for whatever the caller wants (a quarter of the bytes)',
+    );
     t.notOk('dimensions' in (seen?.body ?? {}), 'no dimensions unless asked');
   });
 
@@ -110,10 +111,11 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
       fb.data.map((d: { index: number }) => d.index),
       [0, 1, 2, 3],
     );
-    for (const [i, item] of fb.data.entries()) t.same(item.embedding, fakeVector(input[i] as string, 8), `float ${i}`);
+    for (const [i, item] of fb.data.entries())
+      t.same(float32s(item.embedding), fakeVector(input[i] as string, 8), `float ${i}`);
     const tokens = fakePromptTokens(input);
     t.same(fb.metadata.usage, { promptTokens: tokens, completionTokens: 0, totalTokens: tokens });
-    t.equal(fake.requests[0]?.body.encoding_format, 'float');
+    t.equal(fake.requests[0]?.body.encoding_format, 'base64');
     t.same(fake.requests[0]?.body.input, input);
 
     const base64 = await embed({ model: MODEL, input, encoding_format: 'base64' });
@@ -128,50 +130,47 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
     );
     for (const [i, item] of bb.data.entries()) {
       t.type(item.embedding, 'string');
-      t.same(decodeBase64(item.embedding), fb.data[i].embedding, `base64 ${i} decodes to the float answer`);
+      t.same(decodeBase64(item.embedding), float32s(fb.data[i].embedding), `base64 ${i} decodes to the float answer`);
     }
     t.same(bb.metadata, fb.metadata);
   });
 
-  t.test(
-    'base64 is right when the upstream ignores encoding_format, floats are right when it answers base64',
-    async (t) => {
-      fake.reset();
-      fake.ignoreEncodingFormat = true;
-      const input = ['alpha', 'beta gamma'];
-      const res = await embed({ model: MODEL, input, encoding_format: 'base64' });
-      t.equal(res.statusCode, 200);
-      t.equal(fake.requests[0]?.body.encoding_format, 'base64');
-      for (const [i, item] of res.json().data.entries()) {
-        t.type(item.embedding, 'string', 'base64 although the upstream sent floats');
-        t.same(decodeBase64(item.embedding), fakeVector(input[i] as string, 8));
-      }
+  t.test('both formats are right when the upstream ignores encoding_format and answers floats', async (t) => {
+    fake.reset();
+    fake.ignoreEncodingFormat = true;
+    const input = ['alpha', 'beta gamma'];
+    const res = await embed({ model: MODEL, input, encoding_format: 'base64' });
+    t.equal(res.statusCode, 200);
+    t.equal(fake.requests[0]?.body.encoding_format, 'base64');
+    for (const [i, item] of res.json().data.entries()) {
+      t.type(item.embedding, 'string', 'base64 although the upstream sent floats');
+      t.same(decodeBase64(item.embedding), fakeVector(input[i] as string, 8));
+    }
+    const floats = await embed({ model: MODEL, input });
+    t.equal(floats.statusCode, 200);
+    for (const [i, item] of floats.json().data.entries()) {
+      t.ok(Array.isArray(item.embedding), 'floats');
+      t.same(float32s(item.embedding), fakeVector(input[i] as string, 8));
+    }
+  });
 
-      fake.reset();
-      fake.enqueue({
-        status: 200,
-        body: {
-          object: 'list',
-          data: input.map((text, index) => ({
-            object: 'embedding',
-            index,
-            embedding: encodeBase64(fakeVector(text, 8)),
-          })),
-          model: MODEL,
-          usage: { prompt_tokens: 7, total_tokens: 7 },
-        },
-      });
-      const floats = await embed({ model: MODEL, input });
-      t.equal(floats.statusCode, 200);
-      t.equal(fake.requests[0]?.body.encoding_format, 'float');
-      const fb = floats.json();
-      for (const [i, item] of fb.data.entries()) {
-        t.ok(Array.isArray(item.embedding), 'floats although the upstream sent base64');
-        t.same(item.embedding, fakeVector(input[i] as string, 8));
-      }
-      t.same(fb.metadata.usage, { promptTokens: 7, completionTokens: 0, totalTokens: 7 });
-    },
-  );
+  t.test('float answers are the upstream’s float32 values in at most 9 significant digits', async (t) => {
+    fake.reset();
+    const dimensions = 1536; // the fake's float32 values need up to 17 digits as doubles
+    const res = await embed({ model: MODEL, input: 'precision', dimensions });
+    t.equal(res.statusCode, 200);
+    const got: number[] = res.json().data[0].embedding;
+    const want = fakeVector('precision', dimensions);
+    t.equal(got.length, dimensions);
+    const wrong = got.filter((x, i) => Math.fround(x) !== want[i]).length;
+    t.equal(wrong, 0, 'every number reads back as the upstream’s float32');
+    const long = got.filter((x) => x.toExponential().replace(/^-|e.*$|\./g, '').length > 9).length;
+    t.equal(long, 0, 'no number has more than 9 significant digits');
+    t.ok(
+      got.some((x, i) => x !== want[i]),
+      'the case is real: some values were shortened',
+    );
+  });
 
   t.test('answers whose data items are out of order are put back in order by their index', async (t) => {
     fake.reset();
@@ -192,7 +191,7 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
     t.equal(res.statusCode, 200);
     for (const [i, item] of res.json().data.entries()) {
       t.equal(item.index, i);
-      t.same(item.embedding, fakeVector(input[i] as string, 8));
+      t.same(float32s(item.embedding), fakeVector(input[i] as string, 8));
     }
   });
 
@@ -201,7 +200,7 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
     const res = await embed({ model: MODEL, input: 'short me', dimensions: 4 });
     t.equal(res.statusCode, 200);
     t.equal(fake.requests[0]?.body.dimensions, 4, 'the upstream was asked for 4 dimensions');
-    t.same(res.json().data[0].embedding, fakeVector('short me', 4));
+    t.same(float32s(res.json().data[0].embedding), fakeVector('short me', 4));
     t.equal(res.json().data[0].embedding.length, 4);
 
     fake.reset();
@@ -290,7 +289,7 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
     fake.enqueue({ status: 503 });
     const res = await embed({ model: MODEL, input: 'hello world' });
     t.equal(res.statusCode, 200, '503 then success is a success');
-    t.same(res.json().data[0].embedding, fakeVector('hello world', 8));
+    t.same(float32s(res.json().data[0].embedding), fakeVector('hello world', 8));
     t.equal(fake.requests.length, 2);
 
     fake.reset();
@@ -517,7 +516,7 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
 
     const upstream = await call({ model: MODEL, input: 'hello' });
     t.equal(upstream.statusCode, 200);
-    t.same(upstream.json().data[0].embedding, fakeVector('hello', 8));
+    t.same(float32s(upstream.json().data[0].embedding), fakeVector('hello', 8));
     t.equal(fake.requests.length, 1);
   });
 

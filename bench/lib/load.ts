@@ -28,7 +28,6 @@ export interface LoadResult {
 export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   if (!/^http:\/\/(127\.0\.0\.1|localhost|\[::1\])[:/]/.test(o.url))
     throw new Error(`refusing to load ${o.url}: loopback only`);
-  process.stderr.write(`\n${o.title}\n`);
   let instance!: autocannon.Instance;
   const done = new Promise<autocannon.Result>((resolve, reject) => {
     instance = autocannon(
@@ -61,18 +60,4 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     non2xx: unexpected,
     total: result.requests.total,
   };
-}
-
-/** A Markdown table of results, each with its ratio to the first row (the ceiling). */
-export function resultTable(results: LoadResult[]): string {
-  const ceiling = results[0]?.requestsPerSecond ?? 1;
-  const rows = results.map(
-    (r) =>
-      `| ${r.title} | ${r.requestsPerSecond.toLocaleString('en-US')} | ${r.p50Ms} | ${r.p99Ms} | ${r.errors + r.non2xx} | ${(r.requestsPerSecond / ceiling).toFixed(2)} |`,
-  );
-  return [
-    '| case | req/s | p50 ms | p99 ms | errors | ratio to ceiling |',
-    '|---|---:|---:|---:|---:|---:|',
-    ...rows,
-  ].join('\n');
 }

@@ -1,20 +1,4 @@
-import { parseArgs } from 'node:util';
 import { freePort, type RunningService, startService, waitFor200 } from '../../scripts/lib/service-process.ts';
-
-/** The options every benchmark takes (--duration seconds, --connections) plus its own string options. */
-export function benchArgs(extra: Record<string, string> = {}) {
-  const { values } = parseArgs({
-    options: {
-      duration: { type: 'string', default: '10' },
-      connections: { type: 'string', default: '10' },
-      ...Object.fromEntries(
-        Object.entries(extra).map(([name, fallback]) => [name, { type: 'string', default: fallback }]),
-      ),
-    },
-  });
-  const options = values as Record<string, string>;
-  return { options, durationSeconds: Number(options.duration), connections: Number(options.connections) };
-}
 
 /** Starts the ceiling, a bare Fastify JSON route, in its own process; returns its URL. */
 export async function startCeiling(started: RunningService[]): Promise<string> {
@@ -26,6 +10,26 @@ export async function startCeiling(started: RunningService[]): Promise<string> {
 }
 
 export const ceilingTitle = 'bare Fastify JSON route (ceiling)';
+
+/** Starts the loopback OpenAI-compatible fake (bench/fake-upstream-server.ts); returns its API root (…/v1). */
+export async function startFakeUpstreamProcess(started: RunningService[]): Promise<string> {
+  const port = await freePort();
+  started.push(startService({ PORT: String(port) }, 'bench/fake-upstream-server.ts'));
+  const root = `http://127.0.0.1:${port}/v1`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const up = await fetch(`${root}/embeddings`, {
+      method: 'POST',
+      body: JSON.stringify({ model: 'm', input: 'x' }),
+    }).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (up) return root;
+    if (Date.now() > deadline) throw new Error(`the fake upstream on port ${port} did not come up`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 
 /** Environment for a benchmarked service that keeps an administrator account (see adminAccessToken). */
 export const benchAdminEnv = {

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -20,9 +20,27 @@ export interface RunningService {
   exited: Promise<number | null>;
 }
 
-/** Starts `src/server.ts` (or another script) as a child process with the given environment on top of a minimal one. */
+/** Compiles the service into dist/ (incremental: about 2 s when nothing changed), as `npm start` does. */
+export function buildService(): void {
+  execFileSync(
+    process.execPath,
+    [path.join(projectRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
+    {
+      cwd: projectRoot,
+      stdio: 'inherit',
+    },
+  );
+}
+
+/** The compiled server (see buildService), as production runs it. */
+export const BUILT_SERVER = 'dist/src/server.js';
+
+/**
+ * Starts `src/server.ts` (or another script) as a child process with the given environment on top
+ * of a minimal one. TypeScript runs through tsx; a .js file (such as BUILT_SERVER) runs as it is.
+ */
 export function startService(env: Record<string, string>, script = 'src/server.ts'): RunningService {
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+  const child = spawn(process.execPath, script.endsWith('.js') ? [script] : ['--import', 'tsx', script], {
     cwd: projectRoot,
     env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import v8 from 'node:v8';
 import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { Kysely, PostgresDialect } from 'kysely';
@@ -27,11 +28,17 @@ const pgTypes = {
     oid === INT8_OID ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
 };
 
+// Postgres zeroes its shared buffers at start, so all of them are resident from the first moment:
+// the default 128MB made up 40% of an idle service. An embedded database serves one process and a
+// small data set: 8MB keeps its hot pages, and the operating system's page cache the rest.
+const PGLITE_SHARED_BUFFERS = '8MB';
+
 function pgliteOptions(config: Exclude<DatabaseConfig, { kind: 'postgres' }>): PGliteOptions {
   const isNew = config.kind === 'pglite-memory' || !existsSync(path.join(config.dataDir, 'PG_VERSION'));
   const template = isNew ? readTemplate() : undefined;
   return {
     extensions: { pg_trgm },
+    startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`],
     ...(config.kind === 'pglite' ? { dataDir: config.dataDir } : {}),
     ...(template ? { loadDataDir: template } : {}),
   };
@@ -57,6 +64,10 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
     return { db, kind: config.kind, close: () => db.destroy() };
   }
 
+  // V8 first compiles WebAssembly with its baseline compiler (Liftoff), then recompiles hot
+  // functions with TurboFan. For PGlite's Postgres the second tier cost 60 MB of resident memory
+  // and CPU during start, for queries only about 5% faster. Set before PGlite compiles its module.
+  v8.setFlagsFromString('--liftoff-only');
   const unlock = config.kind === 'pglite' ? lockDataDir(config.dataDir) : () => {};
   try {
     const pglite = await PGlite.create(pgliteOptions(config));

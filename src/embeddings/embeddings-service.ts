@@ -11,10 +11,17 @@ import { localModels, modelInfo } from './models.ts';
 import { OpenAICompatibleUpstream } from './openai-compatible.ts';
 import { checkInputLimits } from './token-limits.ts';
 import { UsageRecorder } from './usage-recorder.ts';
-import { float32ToBase64, toNumbers, type Vector } from './vectors.ts';
+import type { Vector } from './vectors.ts';
 
 export type EmbeddingsInput = components['schemas']['EmbeddingsRequest'];
 export type EmbeddingsOutput = components['schemas']['EmbeddingsResponse'];
+
+/** An answer before it is written: the vectors in order, in the encoding the caller asked for. */
+export interface EmbeddingsResult {
+  encoding: 'float' | 'base64';
+  vectors: Vector[];
+  metadata: EmbeddingsOutput['metadata'];
+}
 
 /**
  * An upstream that ignores `dimensions` (a model that cannot shorten) or mixes sizes would hand
@@ -116,13 +123,13 @@ export function createEmbeddingsService(deps: {
     return vectors;
   }
 
-  async function embed(userId: string, request: EmbeddingsInput): Promise<EmbeddingsOutput> {
+  async function embed(userId: string, request: EmbeddingsInput): Promise<EmbeddingsResult> {
     const { model, dimensions } = request;
     const encoding = request.encoding_format ?? 'float';
     const info = checkModel(model, dimensions);
     const single = typeof request.input === 'string';
     const inputs = typeof request.input === 'string' ? [request.input] : request.input;
-    const counts = checkInputLimits(inputs, single);
+    const counts = await checkInputLimits(inputs, single);
     const counted = counts.reduce((a, b) => a + b, 0);
 
     let vectors: Vector[];
@@ -131,7 +138,7 @@ export function createEmbeddingsService(deps: {
     if (info.local) {
       vectors = await localVectors(inputs, counts, dimensions ?? (info.nativeDimensions as number));
     } else {
-      const answer = await (upstream as OpenAICompatibleUpstream).embed({ model, input: inputs, dimensions, encoding });
+      const answer = await (upstream as OpenAICompatibleUpstream).embed({ model, input: inputs, dimensions });
       vectors = answer.vectors;
       checkVectorSizes(model, vectors, dimensions);
       // The provider's own figures when it gives them (they are what it bills); ours otherwise.
@@ -147,15 +154,7 @@ export function createEmbeddingsService(deps: {
       total_tokens: totalTokens,
       created_at: deps.clock.now(),
     });
-    return {
-      object: 'list',
-      data: vectors.map((v, index) => ({
-        object: 'embedding',
-        embedding: encoding === 'base64' ? float32ToBase64(v) : toNumbers(v),
-        index,
-      })),
-      metadata: { model, usage: { promptTokens, completionTokens: 0, totalTokens } },
-    };
+    return { encoding, vectors, metadata: { model, usage: { promptTokens, completionTokens: 0, totalTokens } } };
   }
 
   return {

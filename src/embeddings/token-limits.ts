@@ -1,5 +1,14 @@
-import { isWithinTokenLimit } from 'gpt-tokenizer/encoding/cl100k_base';
 import { ApiError } from '../errors.ts';
+
+type Tokenizer = typeof import('gpt-tokenizer/encoding/cl100k_base');
+
+// The cl100k ranks take about 35 MB and 100 ms to load: done on the first request that counts
+// tokens, not at start (a service without embeddings traffic never pays for them).
+let tokenizer: Promise<Tokenizer> | undefined;
+const loadTokenizer = (): Promise<Tokenizer> => {
+  tokenizer ??= import('gpt-tokenizer/encoding/cl100k_base');
+  return tokenizer;
+};
 
 export const MAX_INPUTS = 2048;
 export const MAX_TOKENS_PER_INPUT = 8192;
@@ -17,7 +26,7 @@ const LONG_RUN = /\S{256,}/g;
 const SLICE = 128;
 
 /** Tokens of `text` (cl100k_base) if at most `limit`, else false; stops counting past the limit. */
-export function tokensWithin(text: string, limit: number): number | false {
+function tokensWithin({ isWithinTokenLimit }: Tokenizer, text: string, limit: number): number | false {
   if (!HAS_LONG_RUN.test(text)) return isWithinTokenLimit(text, limit, asPlainText);
   let total = 0;
   const add = (part: string): boolean => {
@@ -40,16 +49,17 @@ export function tokensWithin(text: string, limit: number): number | false {
  * Checks the request's inputs against the limits before anything is sent anywhere and returns
  * their token counts. Counting stops early on an input over the per-input limit.
  */
-export function checkInputLimits(inputs: readonly string[], single: boolean): number[] {
+export async function checkInputLimits(inputs: readonly string[], single: boolean): Promise<number[]> {
   if (inputs.length > MAX_INPUTS) {
     throw new ApiError(400, 'INVALID_INPUT', `body.input must have at most ${MAX_INPUTS} items`);
   }
+  const tokens = await loadTokenizer();
   const counts: number[] = [];
   let total = 0;
   inputs.forEach((text, i) => {
     const name = single ? 'body.input' : `body.input[${i}]`;
     if (text.length === 0) throw new ApiError(400, 'INVALID_INPUT', `${name} must not be empty`);
-    const n = tokensWithin(text, MAX_TOKENS_PER_INPUT);
+    const n = tokensWithin(tokens, text, MAX_TOKENS_PER_INPUT);
     if (n === false) {
       throw new ApiError(400, 'INVALID_INPUT', `${name} is longer than ${MAX_TOKENS_PER_INPUT} tokens`);
     }

@@ -23,18 +23,9 @@ export function float32ToBase64(v: Vector): string {
 export function base64ToFloat32(text: string): Float32Array | undefined {
   const bytes = Buffer.from(text, 'base64');
   if (bytes.length === 0 || bytes.length % 4 !== 0) return undefined;
+  // A copy into a buffer of its own: Buffer.from may hand out a slice of a shared pool.
+  if (littleEndianHost) return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
   const values = new Float32Array(bytes.length / 4);
   for (let i = 0; i < values.length; i++) values[i] = bytes.readFloatLE(i * 4);
   return values;
-}
-
-/**
- * The vector as JSON numbers. Float32 values are written with 9 significant digits, the fewest
- * that always read back as the same float32 (a double's 17 digits would only add noise).
- */
-export function toNumbers(v: Vector): number[] {
-  if (!(v instanceof Float32Array)) return v;
-  const out = new Array<number>(v.length);
-  for (let i = 0; i < v.length; i++) out[i] = Number((v[i] as number).toPrecision(9));
-  return out;
 }

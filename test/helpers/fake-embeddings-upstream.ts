@@ -37,11 +37,24 @@ export interface FakeUpstream {
 
 export const FAKE_NATIVE_DIMENSIONS = 8;
 
-/** The fake's deterministic vector for `text`: float32-exact values, so both encodings compare exactly. */
+/**
+ * The fake's deterministic vector for `text`: like a real model's, unit length with float32 values
+ * (which JSON.stringify writes with up to 17 digits, as OpenAI's float answers do).
+ */
 export function fakeVector(text: string, dimensions: number): number[] {
-  let h = 2166136261;
-  for (const ch of text) h = Math.imul(h ^ (ch.codePointAt(0) ?? 0), 16777619) >>> 0;
-  return Array.from({ length: dimensions }, (_, i) => Math.fround(((((h >>> (i % 24)) & 0xff) - 128) / 256) * (i + 1)));
+  let seed = 2166136261;
+  for (const ch of text) seed = Math.imul(seed ^ (ch.codePointAt(0) ?? 0), 16777619) >>> 0;
+  const next = () => {
+    // mulberry32
+    seed = (seed + 0x6d2b79f5) >>> 0;
+    let z = seed;
+    z = Math.imul(z ^ (z >>> 15), z | 1);
+    z ^= z + Math.imul(z ^ (z >>> 7), z | 61);
+    return ((z ^ (z >>> 14)) >>> 0) / 2 ** 32;
+  };
+  const raw = Array.from({ length: dimensions }, () => next() + next() + next() - 1.5);
+  const norm = Math.hypot(...raw) || 1;
+  return raw.map((x) => Math.fround(x / norm));
 }
 
 /** The prompt_tokens the fake reports: one per whitespace-separated word (deliberately not tiktoken's count). */

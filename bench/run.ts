@@ -1,0 +1,311 @@
+/**
+ * The benchmark suite: every operation beside a ceiling (a bare Fastify JSON route) measured in the
+ * same run, plus start-up time and memory. The service runs from its build (as `npm start` does),
+ * on loopback, with a fake OpenAI-compatible upstream in a process of its own.
+ *
+ *   npm run bench                                   # PostgreSQL, 1,000,000 users, 10 s per case
+ *   npm run bench -- --quick                        # 20,000 users, 3 s per case: under 2 minutes
+ *   npm run bench -- --database pglite              # the embedded database
+ *   npm run bench -- --users 100000 --duration 5 --connections 20
+ *
+ * PostgreSQL: DATABASE_URL names the server (default postgres://postgres@127.0.0.1:5432/postgres);
+ * a database bench_users_<N> is created beside it, seeded once and kept. PGlite: the data lives in
+ * <tmpdir>/service-bench/users-<N>. Writes bench/results/bench-<database>[-quick].{md,json}.
+ */
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
+import {
+  BUILT_SERVER,
+  buildService,
+  freePort,
+  type RunningService,
+  residentMiB,
+  startService,
+  waitFor200,
+} from '../scripts/lib/service-process.ts';
+import { userDirectoryQuery } from '../src/db/repositories/user-directory.ts';
+import { type LoadOptions, runLoad } from './lib/load.ts';
+import { PREPARED_DOMAIN, prepareDatabase, SIGN_IN, VERIFY_CODE } from './lib/prepare.ts';
+import {
+  type CaseResult,
+  header,
+  markdownTables,
+  type Report,
+  type ResourceFigure,
+  writeReport,
+} from './lib/report.ts';
+import { pgliteStartFigures, trackPeakMemory } from './lib/resources.ts';
+import {
+  adminAccessToken,
+  benchServiceEnv,
+  ceilingTitle,
+  startCeiling,
+  startFakeUpstreamProcess,
+  stopAll,
+} from './lib/setup.ts';
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    database: { type: 'string', default: 'postgres' },
+    users: { type: 'string' },
+    duration: { type: 'string' },
+    connections: { type: 'string', default: '10' },
+  },
+});
+const quick = values.quick === true;
+const kind = values.database === 'pglite' ? 'pglite' : values.database === 'postgres' ? 'postgres' : undefined;
+const users = Number(values.users ?? (quick ? 20_000 : 1_000_000));
+const durationSeconds = Number(values.duration ?? (quick ? 3 : 10));
+const connections = Number(values.connections);
+if (kind === undefined || ![users, durationSeconds, connections].every((x) => Number.isSafeInteger(x) && x > 0)) {
+  console.error(
+    'usage: npm run bench -- [--quick] [--database postgres|pglite] [--users N] [--duration S] [--connections C]',
+  );
+  process.exit(1);
+}
+const wallStart = Date.now();
+const progress = (text: string) => process.stderr.write(`\n${text}\n`);
+
+// Targets hold on the reference machine (2 cores) for PostgreSQL, 10 connections and a million users.
+const judged = kind === 'postgres' && connections === 10 && users >= 1_000_000;
+const atLeast = (rps: number, p99?: number) => ({
+  text: `≥ ${rps.toLocaleString('en-US')} req/s${p99 === undefined ? '' : `, p99 ≤ ${p99} ms`}`,
+  check: (c: CaseResult) => c.requestsPerSecond >= rps && (p99 === undefined || c.p99Ms <= p99),
+});
+
+progress('building the service (tsc, incremental)');
+buildService();
+
+progress('start-up and idle memory on PGlite (a new data directory, then the same one again)');
+const start = await pgliteStartFigures();
+
+progress(`preparing the ${kind} database`);
+const signUpCount = durationSeconds * 2500;
+const prepared = await prepareDatabase({
+  kind,
+  serverUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+  users,
+  signUps: signUpCount,
+});
+
+const started: RunningService[] = [];
+const cases: CaseResult[] = [];
+const plans: Record<string, string> = {};
+try {
+  const upstream = await startFakeUpstreamProcess(started);
+  const port = await freePort();
+  const service = startService(
+    {
+      ...prepared.env,
+      ...benchServiceEnv,
+      PORT: String(port),
+      EMBEDDINGS_BASE_URL: upstream,
+      EMBEDDINGS_API_KEY: 'bench-upstream-key',
+      EMBEDDINGS_RATE_LIMIT: '1000000000',
+      RATE_LIMIT_VERIFY: '1000000000',
+      RATE_LIMIT_SIGN_IN: '1000000000',
+    },
+    BUILT_SERVER,
+  );
+  started.push(service);
+  const base = `http://127.0.0.1:${port}`;
+  await waitFor200(`${base}/api/health`, 120_000);
+  const accessToken = await adminAccessToken(base);
+  await new Promise((r) => setTimeout(r, 1000));
+  const serviceIdleMiB = residentMiB(service.child.pid as number);
+  const ceilingUrl = await startCeiling(started);
+  const memory = trackPeakMemory(service.child.pid as number);
+
+  const json = { 'content-type': 'application/json' };
+  const bearer = { authorization: `Bearer ${accessToken}` };
+  const fiftyTerm = 'james.smith';
+  const half = Math.floor(users / 2);
+  const matches = async (search: string) => {
+    const res = await fetch(`${base}/api/auth/users?limit=1&search=${encodeURIComponent(search)}`, { headers: bearer });
+    return ((await res.json()) as { pagination: { total: number } }).pagination.total;
+  };
+  const embeddingsBody = (format: 'float' | 'base64') =>
+    JSON.stringify({
+      model: 'text-embedding-3-small',
+      input: 'The quick brown fox jumps over the lazy dog',
+      dimensions: 1536,
+      encoding_format: format,
+    });
+  const thousandTokens = (() => {
+    const words = 'the service computes vectors for every text it receives and returns them in order'.split(' ');
+    let text = '';
+    for (let i = 0; countTokens(text) < 1000; i++) text += `${i === 0 ? '' : ' '}${words[i % words.length]}`;
+    return text;
+  })();
+  let nextSignUp = 0;
+
+  type Case = Omit<LoadOptions, 'connections' | 'durationSeconds'> & {
+    id: string;
+    target?: { text: string; check: (c: CaseResult) => boolean };
+    /** For the directory: the statement whose plan goes into the Markdown report. */
+    plan?: { offset: number; search: string | undefined };
+  };
+  const directory = (id: string, title: string, offset: number, search?: string, target?: Case['target']): Case => ({
+    id,
+    title: `GET /api/auth/users, ${title}`,
+    url: `${base}/api/auth/users?offset=${offset}${search === undefined ? '' : `&search=${encodeURIComponent(search)}`}`,
+    headers: bearer,
+    plan: { offset, search },
+    ...(target ? { target } : {}),
+  });
+  const relative = (directId: string) => ({
+    text: `≥ 70% of direct, added p50 ≤ 1 ms`,
+    check: (c: CaseResult) => {
+      const direct = cases.find((x) => x.id === directId);
+      return (
+        direct !== undefined && c.requestsPerSecond >= 0.7 * direct.requestsPerSecond && c.p50Ms - direct.p50Ms <= 1
+      );
+    },
+  });
+  const plan: Case[] = [
+    { id: 'ceiling', title: ceilingTitle, url: ceilingUrl },
+    { id: 'health', title: 'GET /api/health', url: `${base}/api/health` },
+    {
+      id: 'permissions',
+      title: 'GET /api/realtime/permissions',
+      url: `${base}/api/realtime/permissions`,
+      headers: bearer,
+      target: atLeast(15_000),
+    },
+    directory('users-first', 'first page', 0, undefined, atLeast(2_000, 15)),
+    directory('users-offset', `offset ${half.toLocaleString('en-US')}`, half),
+    directory(
+      'users-search',
+      `search "${fiftyTerm}" (${(await matches(fiftyTerm)).toLocaleString('en-US')} matches)`,
+      0,
+      fiftyTerm,
+      atLeast(1_000, 30),
+    ),
+    directory('users-letter', `search "a" (${(await matches('a')).toLocaleString('en-US')} matches)`, 0, 'a'),
+    {
+      id: 'verify-success',
+      title: 'POST /api/auth/email/verify, success (a prepared sign-up each)',
+      url: `${base}/api/auth/email/verify?client_type=mobile`,
+      method: 'POST',
+      headers: json,
+      setupRequest: (request) => ({
+        ...request,
+        body: JSON.stringify({ otp: VERIFY_CODE, email: prepared.signUps[nextSignUp++ % prepared.signUps.length] }),
+      }),
+      target: atLeast(500),
+    },
+    {
+      id: 'verify-wrong',
+      title: 'POST /api/auth/email/verify, wrong code',
+      url: `${base}/api/auth/email/verify?client_type=mobile`,
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ otp: '000001', email: `sign-up-0@${PREPARED_DOMAIN}` }),
+      expectStatus: 400,
+      target: atLeast(2_000),
+    },
+    {
+      id: 'sign-in',
+      title: 'POST /api/auth/sessions (sign-in; scrypt by design)',
+      url: `${base}/api/auth/sessions?client_type=mobile`,
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify(SIGN_IN),
+    },
+    ...(['float', 'base64'] as const).flatMap((format): Case[] => [
+      {
+        id: `upstream-${format}`,
+        title: `fake upstream called directly (${format}, 1536 dims)`,
+        url: `${upstream}/embeddings`,
+        method: 'POST',
+        headers: json,
+        body: embeddingsBody(format),
+      },
+      {
+        id: `embeddings-${format}`,
+        title: `POST /api/ai/embeddings via the service (${format}, 1536 dims)`,
+        url: `${base}/api/ai/embeddings`,
+        method: 'POST',
+        headers: { ...json, ...bearer },
+        body: embeddingsBody(format),
+        target: relative(`upstream-${format}`),
+      },
+    ]),
+    {
+      id: 'embeddings-local',
+      title: `POST /api/ai/embeddings, local/lexical-v1 (${countTokens(thousandTokens)}-token input)`,
+      url: `${base}/api/ai/embeddings`,
+      method: 'POST',
+      headers: { ...json, ...bearer },
+      body: JSON.stringify({ model: 'local/lexical-v1', input: thousandTokens }),
+    },
+  ];
+
+  for (const [i, c] of plan.entries()) {
+    progress(`[${i + 1}/${plan.length}] ${c.title}`);
+    const { id, target, plan: statement, ...load } = c;
+    const result = await runLoad({ ...load, connections, durationSeconds });
+    const ceiling = cases[0]?.requestsPerSecond ?? result.requestsPerSecond;
+    const measured: CaseResult = { ...result, id, ratio: result.requestsPerSecond / ceiling };
+    if (target) {
+      measured.target = target.text;
+      if (judged) measured.met = target.check(measured);
+    }
+    cases.push(measured);
+    if (statement && prepared.explain) {
+      // Right after its load: the steady state it measured (the next search evicts its pages).
+      plans[c.title] = await prepared.explain(userDirectoryQuery({ ...statement, limit: 10 }));
+    }
+  }
+  if (nextSignUp > prepared.signUps.length) {
+    progress(`warning: ${nextSignUp} verifications for ${prepared.signUps.length} prepared sign-ups`);
+  }
+  memory.stop();
+
+  const resources: ResourceFigure[] = [
+    { title: 'start to first 200, new DATA_DIR (PGlite)', value: start.emptyMs, unit: 'ms' },
+    {
+      title: 'start to first 200, existing DATA_DIR (PGlite)',
+      value: start.existingMs,
+      unit: 'ms',
+      target: '≤ 1,500 ms',
+      met: start.existingMs <= 1500,
+    },
+    {
+      title: 'idle resident memory (PGlite)',
+      value: start.idleMiB,
+      unit: 'MiB',
+      target: '≤ 200 MB',
+      met: start.idleMiB * 1.048576 <= 200,
+    },
+    { title: `idle resident memory (${kind}, after sign-in)`, value: serviceIdleMiB, unit: 'MiB' },
+    { title: `peak resident memory under the load (${kind})`, value: memory.peakMiB(), unit: 'MiB' },
+  ];
+  const report: Report = {
+    meta: {
+      date: new Date().toISOString(),
+      database: kind === 'postgres' ? 'PostgreSQL' : 'PGlite',
+      databaseVersion: prepared.version,
+      users: prepared.users,
+      cores: os.cpus().length,
+      cpu: os.cpus()[0]?.model ?? 'unknown',
+      node: process.version,
+      connections,
+      durationSeconds,
+      quick,
+      wallSeconds: Math.round((Date.now() - wallStart) / 1000),
+    },
+    cases,
+    resources,
+    plans,
+  };
+  const files = writeReport(report);
+  console.log(`\n${header(report)}\n\n${markdownTables(report)}\n`);
+  if (!judged) console.log('Targets are judged only for PostgreSQL, 10 connections and 1,000,000 users.');
+  console.log(`Written: ${files.join(', ')} (${report.meta.wallSeconds} s in all)`);
+} finally {
+  await stopAll(started);
+  await prepared.close();
+}
