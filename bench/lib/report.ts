@@ -79,7 +79,7 @@ export function writeReport(r: Report): string[] {
     header(r),
     '',
     'Ratios are to the ceiling (a bare Fastify JSON route) measured in the same run. Reproduce with',
-    `\`npm run bench -- --database ${r.meta.database.toLowerCase()}${r.meta.quick ? ' --quick' : ''}\`.`,
+    `\`npm run bench -- --database ${r.meta.database === 'PGlite' ? 'pglite' : 'postgres'}${r.meta.quick ? ' --quick' : ''}\`.`,
     '',
     markdownTables(r),
     ...(plans.length > 0 ? ['', '## Plans of the directory statements (EXPLAIN ANALYZE, limit 10)', '', ...plans] : []),
