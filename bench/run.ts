@@ -305,6 +305,12 @@ try {
   console.log(`\n${header(report)}\n\n${markdownTables(report)}\n`);
   if (!judged) console.log('Targets are judged only for PostgreSQL, 10 connections and 1,000,000 users.');
   console.log(`Written: ${files.join(', ')} (${report.meta.wallSeconds} s in all)`);
+  const failing = cases.filter((c) => c.errors + c.non2xx > 0);
+  if (failing.length > 0) {
+    // A case that answers errors measures the wrong thing: the run fails (CI runs the quick mode).
+    console.error(`unexpected errors or statuses in: ${failing.map((c) => c.title).join('; ')}`);
+    process.exitCode = 1;
+  }
 } finally {
   await stopAll(started);
   await prepared.close();

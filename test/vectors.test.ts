@@ -30,6 +30,16 @@ t.test('float32 vectors: every value reads back as the same float32, in at most 
   );
 });
 
+t.test('the longest numbers fit: answers sized for the worst case, not the average', async (t) => {
+  // Both need 25 characters and a comma: -0.0000000000000123456791 and -0.0000012345678901234567.
+  const tiny = Float32Array.from({ length: 5000 }, () => Math.fround(-1.23456791e-14));
+  const got: number[] = written([tiny, tiny]).data[1].embedding;
+  t.equal(got.length, 5000);
+  t.ok(got.every((x) => Math.fround(x) === tiny[0]));
+  const long = Array.from({ length: 5000 }, () => -1.2345678901234567e-6);
+  t.strictSame(written([long]).data[0].embedding, long);
+});
+
 t.test('plain numbers (an upstream that sent floats) are written exactly', async (t) => {
   const values = [0.1, -0.30000000000000004, 5e-324, 1.7976931348623157e308, 123456789, 1234567890, 1e21, -0, 42];
   const random = Array.from({ length: 20_000 }, () => (Math.random() - 0.5) * 10 ** (Math.random() * 20 - 10));

@@ -19,9 +19,13 @@ export async function pgliteStartFigures(): Promise<StartFigures> {
     const env = { ...benchServiceEnv, DATA_DIR: dataDir, PORT: String(await freePort()) };
     const url = `http://127.0.0.1:${env.PORT}/api/health`;
     const first = startService(env, BUILT_SERVER);
-    const emptyMs = await waitFor200(url, 60_000);
-    first.child.kill('SIGTERM');
-    await first.exited;
+    let emptyMs: number;
+    try {
+      emptyMs = await waitFor200(url, 60_000);
+    } finally {
+      first.child.kill('SIGTERM');
+      await first.exited;
+    }
     const second = startService(env, BUILT_SERVER);
     try {
       const existingMs = await waitFor200(url, 60_000);

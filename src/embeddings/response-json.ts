@@ -8,13 +8,15 @@ import { float32ToBase64, type Vector } from './vectors.ts';
 // digits, straight into bytes. The strings around them are left to JSON.stringify.
 
 const POWERS_OF_TEN = Float64Array.from({ length: 23 }, (_, i) => 10 ** i); // exact up to 10^22
-const MAX_NUMBER_BYTES = 25; // ',-1.2345678901234567e-308'
+const MAX_NUMBER_BYTES = 26; // ',-0.0000012345678901234567' (String() of a 17-digit double near 1e-6)
 const DIGIT_PAIRS = Uint8Array.from(
   { length: 200 },
   (_, i) => 0x30 + (i % 2 === 0 ? Math.floor(i / 20) : (i >> 1) % 10),
 );
 
-let scratch = Buffer.allocUnsafe(64 * 1024);
+// Reused for every answer that fits (the text is copied out); a larger answer gets a buffer of its
+// own, so that one huge request does not pin its size for the life of the process.
+const scratch = Buffer.allocUnsafe(64 * 1024);
 
 /** Writes `digits` (a positive int32 with `count` digits) so that it ends just before `end`. */
 function writeDigits(out: Buffer, digits: number, end: number): void {
@@ -104,8 +106,7 @@ export function embeddingsResponseJson(result: EmbeddingsResult): Buffer {
   result.vectors.forEach((v, i) => {
     needed += itemStart.length + 32 + (encoded ? (encoded[i] as string).length + 2 : v.length * MAX_NUMBER_BYTES + 2);
   });
-  if (scratch.length < needed) scratch = Buffer.allocUnsafe(needed);
-  const out = scratch;
+  const out = needed <= scratch.length ? scratch : Buffer.allocUnsafe(needed);
   let at = out.write(start, 0, 'utf8');
   result.vectors.forEach((v, index) => {
     if (index > 0) out[at++] = 0x2c; // ,
@@ -114,5 +115,5 @@ export function embeddingsResponseJson(result: EmbeddingsResult): Buffer {
     at += out.write(`,"index":${index}}`, at, 'latin1');
   });
   at += out.write(end, at, 'utf8');
-  return Buffer.from(out.subarray(0, at)); // a copy: the scratch buffer is reused by the next answer
+  return out === scratch ? Buffer.from(out.subarray(0, at)) : out.subarray(0, at);
 }
