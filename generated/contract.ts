@@ -7,77 +7,88 @@ export const operations = {
     "path": "/api/health",
     "tag": "health",
     "secured": false,
-    "bodyRequired": false
+    "bodyRequired": false,
+    "bodyLimit": null
   },
   "listUsers": {
     "method": "GET",
     "path": "/api/auth/users",
     "tag": "users",
     "secured": true,
-    "bodyRequired": false
+    "bodyRequired": false,
+    "bodyLimit": null
   },
   "createUser": {
     "method": "POST",
     "path": "/api/auth/users",
     "tag": "auth",
     "secured": false,
-    "bodyRequired": true
+    "bodyRequired": true,
+    "bodyLimit": 16384
   },
   "createSession": {
     "method": "POST",
     "path": "/api/auth/sessions",
     "tag": "auth",
     "secured": false,
-    "bodyRequired": true
+    "bodyRequired": true,
+    "bodyLimit": 16384
   },
   "sendVerificationEmail": {
     "method": "POST",
     "path": "/api/auth/email/send-verification",
     "tag": "auth",
     "secured": false,
-    "bodyRequired": true
+    "bodyRequired": true,
+    "bodyLimit": 16384
   },
   "verifyEmail": {
     "method": "POST",
     "path": "/api/auth/email/verify",
     "tag": "auth",
     "secured": false,
-    "bodyRequired": true
+    "bodyRequired": true,
+    "bodyLimit": 16384
   },
   "refreshSession": {
     "method": "POST",
     "path": "/api/auth/refresh",
     "tag": "auth",
     "secured": false,
-    "bodyRequired": false
+    "bodyRequired": false,
+    "bodyLimit": 16384
   },
   "logout": {
     "method": "POST",
     "path": "/api/auth/logout",
     "tag": "auth",
     "secured": false,
-    "bodyRequired": false
+    "bodyRequired": false,
+    "bodyLimit": 16384
   },
   "getCurrentSession": {
     "method": "GET",
     "path": "/api/auth/sessions/current",
     "tag": "auth",
     "secured": true,
-    "bodyRequired": false
+    "bodyRequired": false,
+    "bodyLimit": null
   },
   "createEmbeddings": {
     "method": "POST",
     "path": "/api/ai/embeddings",
     "tag": "embeddings",
     "secured": true,
-    "bodyRequired": true
+    "bodyRequired": true,
+    "bodyLimit": 8388608
   },
   "getRealtimePermissions": {
     "method": "GET",
     "path": "/api/realtime/permissions",
     "tag": "realtime",
     "secured": true,
-    "bodyRequired": false
+    "bodyRequired": false,
+    "bodyLimit": null
   }
 } as const;
 
@@ -108,7 +119,9 @@ export const errorCodes = [
   "PROVIDER_UNAVAILABLE",
   "PROVIDER_TIMEOUT",
   "INTERNAL_ERROR",
-  "SERVICE_UNAVAILABLE"
+  "SERVICE_UNAVAILABLE",
+  "REQUEST_TIMEOUT",
+  "HEADERS_TOO_LARGE"
 ] as const;
 
 export type ErrorCode = (typeof errorCodes)[number];

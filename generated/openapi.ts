@@ -377,10 +377,12 @@ export interface components {
          *     | `PROVIDER_UNAVAILABLE` | 502 | The upstream provider failed or could not be reached. |
          *     | `PROVIDER_TIMEOUT` | 504 | The upstream provider did not answer in time. |
          *     | `INTERNAL_ERROR` | 500 | An unexpected failure; no details are revealed. |
-         *     | `SERVICE_UNAVAILABLE` | 503 | A dependency (the database, or the embeddings configuration) is not available. |
+         *     | `SERVICE_UNAVAILABLE` | 503 | A dependency is not available: the database, the embedding provider (paused after repeated failures) or the embeddings configuration. |
+         *     | `REQUEST_TIMEOUT` | 408 | The request's headers or body did not arrive in time; the connection is closed. Sent by the HTTP layer, before any operation. |
+         *     | `HEADERS_TOO_LARGE` | 431 | The request's headers exceed 16 KiB; the connection is closed. Sent by the HTTP layer, before any operation. |
          * @enum {string}
          */
-        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "UNAUTHORIZED" | "TOKEN_EXPIRED" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "UNAUTHORIZED" | "TOKEN_EXPIRED" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
         /**
          * @description The body of every error response.
          * @example {
@@ -671,7 +673,12 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `PAYLOAD_TOO_LARGE`: the request body exceeds the size limit of the operation. */
+        /**
+         * @description `PAYLOAD_TOO_LARGE`: the request body exceeds the size limit of the
+         *     operation, given in bytes by the operation's `x-body-limit` (16 KiB for
+         *     the auth operations, 8 MiB for embeddings). A `Content-Length` over
+         *     the limit is refused before the body is read.
+         */
         PayloadTooLarge: {
             headers: {
                 [name: string]: unknown;
@@ -750,9 +757,20 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `SERVICE_UNAVAILABLE`: a dependency the operation needs (the database, or the embeddings configuration) is not available. */
+        /**
+         * @description `SERVICE_UNAVAILABLE`: a dependency the operation needs is not
+         *     available: the database does not answer (the service keeps running
+         *     and recovers by itself when it returns), the embedding provider has
+         *     failed repeatedly and calls to it are paused, or embeddings are not
+         *     configured. When waiting helps, `Retry-After` says how long.
+         */
         ServiceUnavailable: {
             headers: {
+                /**
+                 * @description Seconds to wait before retrying; absent when waiting will not help (a missing configuration).
+                 * @example 5
+                 */
+                "Retry-After"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -966,6 +984,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     createUser: {
@@ -1058,6 +1077,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     createSession: {
@@ -1141,6 +1161,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     sendVerificationEmail: {
@@ -1180,6 +1201,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     verifyEmail: {
@@ -1237,6 +1259,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     refreshSession: {
@@ -1327,6 +1350,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     logout: {
@@ -1417,6 +1441,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getCurrentSession: {
@@ -1458,6 +1483,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     createEmbeddings: {
@@ -1545,6 +1571,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
 }

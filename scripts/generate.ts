@@ -19,6 +19,7 @@ type SpecOperation = {
   tags?: string[];
   security?: unknown[];
   requestBody?: { required?: boolean };
+  'x-body-limit'?: number;
 };
 type Spec = {
   paths: Record<string, Record<string, SpecOperation>>;
@@ -30,7 +31,7 @@ const methods = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'];
 function contractModule(spec: Spec): string {
   const operations: Record<
     string,
-    { method: string; path: string; tag: string; secured: boolean; bodyRequired: boolean }
+    { method: string; path: string; tag: string; secured: boolean; bodyRequired: boolean; bodyLimit: number | null }
   > = {};
   for (const [route, item] of Object.entries(spec.paths)) {
     for (const [method, op] of Object.entries(item)) {
@@ -42,7 +43,11 @@ function contractModule(spec: Spec): string {
         tag: op.tags?.[0] ?? '',
         secured: (op.security?.length ?? 0) > 0,
         bodyRequired: op.requestBody?.required === true,
+        bodyLimit: op['x-body-limit'] ?? null,
       };
+      if (op.requestBody && typeof op['x-body-limit'] !== 'number') {
+        throw new Error(`${op.operationId} takes a body but declares no x-body-limit (bytes)`);
+      }
     }
   }
   const errorCodes = spec.components.schemas.ErrorCode.enum;

@@ -15,6 +15,7 @@ import { registerContractDocs, registerContractRoutes } from './contract-routes.
 import type { DatabaseHandle } from './db/database.ts';
 import { createEmbeddingsService } from './embeddings/embeddings-service.ts';
 import { errorHandler, notFoundHandler } from './errors.ts';
+import { clientErrorHandler, httpServerOptions } from './http-server.ts';
 import { createMailer } from './mail/mailer.ts';
 import { registerRateLimits } from './rate-limits.ts';
 import { PolicyCache } from './realtime/policy-cache.ts';
@@ -60,7 +61,10 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
     },
-    bodyLimit: 1024 * 1024,
+    // Operations set their own limits (x-body-limit in openapi.yaml); other routes take no body.
+    bodyLimit: 16 * 1024,
+    ...httpServerOptions(config),
+    clientErrorHandler,
     trustProxy:
       typeof config.trustProxy === 'number'
         ? (_address: string, hop: number) => hop < (config.trustProxy as number)

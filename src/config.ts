@@ -29,6 +29,11 @@ const count = z.coerce
   .int('must be a whole number (at least 1)')
   .min(1, 'must be a whole number (at least 1)');
 
+function milliseconds(min: number, max: number) {
+  const message = `must be a whole number of milliseconds (${min} to ${max})`;
+  return z.coerce.number({ error: message }).int(message).min(min, message).max(max, message);
+}
+
 const flag = z
   .enum(['true', 'false', '1', '0'], { error: 'must be true or false' })
   .transform((v) => v === 'true' || v === '1');
@@ -110,6 +115,10 @@ const envSchema = z.object({
     .max(60_000, 'must be a whole number of milliseconds (0 to 60000)')
     .default(500),
   EMBEDDINGS_RATE_LIMIT: count.default(600),
+  EMBEDDINGS_BREAKER_RESET_MS: milliseconds(100, 600_000).default(30_000),
+  HTTP_HEADERS_TIMEOUT_MS: milliseconds(100, 600_000).default(10_000),
+  HTTP_REQUEST_TIMEOUT_MS: milliseconds(100, 3_600_000).default(30_000),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: milliseconds(100, 3_600_000).default(72_000),
 });
 
 export type Env = Record<string, string | undefined>;
@@ -170,6 +179,17 @@ export interface Config {
     retryBaseMs: number;
     /** Requests per user per minute. */
     rateLimitPerMinute: number;
+    /** How long calls to a failing upstream are refused (503) before one trial call is let through. */
+    breakerResetMs: number;
+  };
+  /** Slow-client limits of the HTTP server (408 and a closed connection when exceeded). */
+  http: {
+    /** The request line and all headers must arrive within this time. */
+    headersTimeoutMs: number;
+    /** The whole request, body included, must arrive within this time. */
+    requestTimeoutMs: number;
+    /** An idle keep-alive connection is closed after this time. */
+    keepAliveTimeoutMs: number;
   };
 }
 
@@ -210,6 +230,9 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   }
   if (e.NODE_ENV === 'production' && !e.COOKIE_SECURE) {
     throw new ConfigError('COOKIE_SECURE=false is refused when NODE_ENV=production (refresh cookies must be Secure)');
+  }
+  if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS) {
+    throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS must not be larger than HTTP_REQUEST_TIMEOUT_MS');
   }
   if ((e.ADMIN_EMAIL === undefined) !== (e.ADMIN_PASSWORD === undefined)) {
     throw new ConfigError(
@@ -260,6 +283,12 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       timeoutMs: e.EMBEDDINGS_TIMEOUT_MS,
       retryBaseMs: e.EMBEDDINGS_RETRY_BASE_MS,
       rateLimitPerMinute: e.EMBEDDINGS_RATE_LIMIT,
+      breakerResetMs: e.EMBEDDINGS_BREAKER_RESET_MS,
+    }),
+    http: Object.freeze({
+      headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
+      keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     }),
   });
 }

@@ -42,9 +42,6 @@ const rejectUnstorableStrings: preValidationHookHandler = async (request) => {
 const asArray = <T>(value: T | T[] | undefined): T[] =>
   value === undefined ? [] : Array.isArray(value) ? value : [value];
 
-/** Operations whose bodies may exceed the service-wide 1 MiB (300,000 tokens of text can be ~2 MB). */
-export const bodyLimits: Partial<Record<string, number>> = { createEmbeddings: 8 * 1024 * 1024 };
-
 /**
  * Binds every operation of openapi.yaml to its handler (fastify-openapi-glue), and closes the
  * gaps the plugin leaves: authentication runs before the body is read, and a declared-required
@@ -60,10 +57,11 @@ export async function registerContractRoutes(app: FastifyInstance, ctx: AppConte
       route.onRequest = [...asArray(route.onRequest), ...asArray(route.preHandler)] as onRequestHookHandler[];
       delete route.preHandler;
     }
-    const bodyLimit = bodyLimits[operationId];
-    if (bodyLimit !== undefined) route.bodyLimit = bodyLimit;
+    const operation = operations[operationId as keyof typeof operations];
+    // Each operation's own limit, from x-body-limit in openapi.yaml (413 above it).
+    if (operation.bodyLimit !== null) route.bodyLimit = operation.bodyLimit;
     const hooks = [rejectUnstorableStrings];
-    if (operations[operationId as keyof typeof operations].bodyRequired) hooks.unshift(requireBody);
+    if (operation.bodyRequired) hooks.unshift(requireBody);
     route.preValidation = hooks;
   });
   await app.register(openapiGlue, {
