@@ -49,7 +49,11 @@ function answerFor(err: NodeJS.ErrnoException): ErrorBody {
   }
 }
 
-const reasons: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
+const reasons: Record<number, string> = {
+  400: 'Bad Request',
+  408: 'Request Timeout',
+  431: 'Request Header Fields Too Large',
+};
 
 /**
  * Answers what Node's HTTP parser rejects before any route runs (malformed requests, headers too
