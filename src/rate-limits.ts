@@ -2,6 +2,7 @@ import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Config } from './config.ts';
+import { redisStoreWithFallback } from './rate-limit-store.ts';
 
 /** Per-IP limits by operationId (createEmbeddings is limited per user, below). */
 function limitsByOperation(config: Readonly<Config>): Record<string, number> {
@@ -49,14 +50,32 @@ export async function registerRateLimits(app: FastifyInstance, config: Readonly<
       lazyConnect: false,
     });
     redis.on('error', (err) => app.log.warn({ err: { message: err.message } }, 'redis error'));
+    // Commands fail while the connection is not ready (no offline queue) and would be counted in
+    // this process only: so the service waits (up to 2 s) for Redis before taking requests.
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        app.log.warn('redis not ready after 2 s: starting without it, rate limits apply once it connects');
+        resolve();
+      }, 2_000);
+      redis?.once('ready', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
     app.addHook('onClose', async () => {
       await redis?.quit().catch(() => redis?.disconnect());
     });
   }
+  let warnedAt = 0;
+  const onFallback = (err: Error) => {
+    if (Date.now() - warnedAt < 10_000) return;
+    warnedAt = Date.now();
+    app.log.warn({ err: { message: err.message } }, 'redis unavailable: rate limits counted per instance');
+  };
   await app.register(fastifyRateLimit, {
     global: false,
-    ...(redis ? { redis, nameSpace: `${config.redisKeyPrefix}rate-limit:` } : {}),
-    // With Redis down, letting requests through beats refusing every sign-in.
+    ...(redis ? { store: redisStoreWithFallback(redis, `${config.redisKeyPrefix}rate-limit:`, onFallback) } : {}),
+    // The stores do not fail (Redis falls back to counting in memory); should one, let the request through.
     skipOnError: true,
     errorResponseBuilder: (_request, context) => ({
       statusCode: 429,

@@ -8,8 +8,9 @@ import type { Database } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import { localEmbedding } from './local-model.ts';
 import { localModels, modelInfo } from './models.ts';
-import { OpenAICompatibleUpstream } from './openai-compatible.ts';
+import { type EmbeddingsCall, OpenAICompatibleUpstream } from './openai-compatible.ts';
 import { checkInputLimits } from './token-limits.ts';
+import { UpstreamBreaker } from './upstream-breaker.ts';
 import { UsageRecorder } from './usage-recorder.ts';
 import type { Vector } from './vectors.ts';
 
@@ -68,6 +69,10 @@ export function createEmbeddingsService(deps: {
           timeoutMs: settings.timeoutMs,
           retryBaseMs: settings.retryBaseMs,
         });
+  const breaker =
+    upstream === undefined
+      ? undefined
+      : new UpstreamBreaker((call: EmbeddingsCall) => upstream.embed(call), settings.breakerResetMs, deps.log);
   const recorder = new UsageRecorder(deps.db, deps.log);
   // Without an upstream only the local models exist; with one, any model it serves, unless listed.
   const allowed = settings.allowedModels ?? (upstream ? undefined : localModels);
@@ -138,7 +143,7 @@ export function createEmbeddingsService(deps: {
     if (info.local) {
       vectors = await localVectors(inputs, counts, dimensions ?? (info.nativeDimensions as number));
     } else {
-      const answer = await (upstream as OpenAICompatibleUpstream).embed({ model, input: inputs, dimensions });
+      const answer = await (breaker as NonNullable<typeof breaker>).call({ model, input: inputs, dimensions });
       vectors = answer.vectors;
       checkVectorSizes(model, vectors, dimensions);
       // The provider's own figures when it gives them (they are what it bills); ours otherwise.
@@ -160,6 +165,7 @@ export function createEmbeddingsService(deps: {
   return {
     embed,
     async close() {
+      breaker?.close();
       await recorder.close();
       await upstream?.close();
     },
