@@ -51,16 +51,20 @@ export async function registerRateLimits(app: FastifyInstance, config: Readonly<
     });
     redis.on('error', (err) => app.log.warn({ err: { message: err.message } }, 'redis error'));
     // Commands fail while the connection is not ready (no offline queue) and would be counted in
-    // this process only: so the service waits (up to 2 s) for Redis before taking requests.
+    // this process only: so the service waits for Redis before taking requests, until it is ready,
+    // refuses (down: no point waiting) or 2 s pass.
+    const client = redis;
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        app.log.warn('redis not ready after 2 s: starting without it, rate limits apply once it connects');
-        resolve();
-      }, 2_000);
-      redis?.once('ready', () => {
+      const settle = (why?: string) => {
         clearTimeout(timer);
+        client.off('ready', onReady).off('error', onError);
+        if (why !== undefined) app.log.warn(`redis not ready (${why}): counting in memory until it is`);
         resolve();
-      });
+      };
+      const onReady = () => settle();
+      const onError = (err: Error) => settle(err.message);
+      const timer = setTimeout(() => settle('no answer in 2 s'), 2_000);
+      client.once('ready', onReady).once('error', onError);
     });
     app.addHook('onClose', async () => {
       await redis?.quit().catch(() => redis?.disconnect());

@@ -15,16 +15,16 @@ const REQUEST_TIMEOUT_MS = 1_200;
 const KEEP_ALIVE_TIMEOUT_MS = 400;
 const REDIS_URL = 'redis://127.0.0.1:6379';
 
-/** An app listening on loopback with short slow-client limits; resolves to its port. */
+/** Short slow-client limits, so that the tests of them take a second or two. */
+const SHORT_TIMEOUTS: Env = {
+  HTTP_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
+  HTTP_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: String(KEEP_ALIVE_TIMEOUT_MS),
+};
+
+/** An app listening on loopback; resolves to it and its port. */
 async function listening(t: Test, env: Env = {}) {
-  const { app } = await buildTestApp(t, {
-    env: {
-      HTTP_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
-      HTTP_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
-      HTTP_KEEP_ALIVE_TIMEOUT_MS: String(KEEP_ALIVE_TIMEOUT_MS),
-      ...env,
-    },
-  });
+  const { app } = await buildTestApp(t, { env });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const port = (app.server.address() as net.AddressInfo).port;
   return { app, port };
@@ -90,7 +90,7 @@ function assertRawError(t: Test, raw: string, status: number, code: string) {
 }
 
 t.test('slow clients are cut off', async (t) => {
-  const { port } = await listening(t);
+  const { port } = await listening(t, SHORT_TIMEOUTS);
   const base = `http://127.0.0.1:${port}`;
 
   t.test('headers that trickle in (slowloris): 408 REQUEST_TIMEOUT, connection closed', async (t) => {
