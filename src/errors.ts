@@ -123,6 +123,14 @@ export function toErrorResponse(err: unknown): { body: ErrorBody; headers: Recor
   if (typeof e.code === 'string' && /^22[0-9A-Z]{3}$/.test(e.code)) {
     return toErrorResponse(new ApiError(400, 'INVALID_INPUT', 'A value in the request cannot be stored'));
   }
+  // Class 40 (a deadlock or serialization failure): the transaction was rolled back and may be retried.
+  if (typeof e.code === 'string' && /^40[0-9A-Z]{3}$/.test(e.code)) {
+    return toErrorResponse(
+      new ApiError(503, 'SERVICE_UNAVAILABLE', 'The request conflicted with a concurrent one; try again', {
+        'retry-after': '1',
+      }),
+    );
+  }
   if (isDatabaseUnavailable(err)) {
     return toErrorResponse(
       new ApiError(503, 'SERVICE_UNAVAILABLE', 'The database is not answering; try again shortly', {
@@ -155,7 +163,14 @@ function clientErrorMessage(e: Partial<FastifyError>, err: unknown): string {
 /** The app's single error handler: client errors are explained, server errors are logged and masked. */
 export function errorHandler(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const { body, headers } = toErrorResponse(err);
-  if (body.statusCode >= 500) request.log.error({ err }, 'request failed');
+  if (body.statusCode === 503) {
+    // Expected while a dependency is away (one line per request, no stack): the cause is enough.
+    const cause = (err as { code?: unknown }).code ?? err.message;
+    request.log.warn(
+      { code: body.error, cause: String(cause).slice(0, 200) },
+      'request failed: dependency unavailable',
+    );
+  } else if (body.statusCode >= 500) request.log.error({ err }, 'request failed');
   else request.log.info({ code: body.error, message: body.message }, 'request rejected');
   void reply.code(body.statusCode).headers(headers).send(body);
 }

@@ -160,15 +160,18 @@ export function createAuthService(deps: AuthDeps) {
     const email = input.email.toLowerCase();
     // Hash before looking anything up, so that new and existing addresses cost the same.
     const passwordHash = await hashPassword(input.password);
-    const created = await db
-      .transaction()
-      .execute((trx) =>
-        users.insertPasswordUser(trx, { email, passwordHash, name: input.name ?? null, emailVerified: false }),
-      );
+    const newUser = { email, passwordHash, name: input.name ?? null, emailVerified: false };
     if (!config.requireEmailVerification) {
-      if (!created) throw new ApiError(409, 'USER_ALREADY_EXISTS', 'An account with this email already exists');
-      return { kind: 'session', session: await startSession(created, client) };
+      // Account and session in one transaction: a sign-up that fails (say, the database goes away)
+      // leaves nothing behind, so retrying it is safe.
+      const session = await db.transaction().execute(async (trx) => {
+        const created = await users.insertPasswordUser(trx, newUser);
+        return created ? startSession(created, client, trx) : undefined;
+      });
+      if (!session) throw new ApiError(409, 'USER_ALREADY_EXISTS', 'An account with this email already exists');
+      return { kind: 'session', session };
     }
+    const created = await db.transaction().execute((trx) => users.insertPasswordUser(trx, newUser));
     const account = created ?? (await users.findUserByEmail(db, email));
     if (account && !account.email_verified) {
       // New, or registered but never verified: whoever proves they own the address with this

@@ -50,8 +50,14 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
     const pool = new pg.Pool({
       connectionString: config.url,
       max: 10,
-      connectionTimeoutMillis: 5_000,
+      // Bounds both the wait for a pooled connection (queued behind busy ones) and the opening of a
+      // new one: past it the request answers 503 with Retry-After instead of hanging, for instance
+      // while the database host is unreachable (a stopped server refuses at once).
+      connectionTimeoutMillis: 2_000,
       idleTimeoutMillis: 30_000,
+      // A connection whose server vanished without a word (host lost, failover) is found by TCP.
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
       types: pgTypes,
       // JIT compilation costs tens of milliseconds and only pays off for long analytical queries;
       // every query here is short, and JIT made a 0.3 ms page take 25 ms.
@@ -60,6 +66,14 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
     });
     // An idle client that loses its server emits here; without a listener the process would crash.
     pool.on('error', () => {});
+    // A checked-out client emits 'error' too when its server goes away between two of its queries
+    // (a transaction's statements, say: admin_shutdown arrives while no query is active), and the
+    // pool listens only to idle clients. Unheard, that error crashed the process. The client is
+    // then marked unusable: the request's next statement fails as unavailable (503) and the pool
+    // discards the client on release.
+    pool.on('connect', (client) => {
+      client.on('error', () => {});
+    });
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return { db, kind: config.kind, close: () => db.destroy() };
   }

@@ -17,7 +17,8 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   if (typeof code === 'string' && (unavailableCodes.has(code) || code.startsWith('08'))) return true;
   if (err instanceof AggregateError) return err.errors.some(isDatabaseUnavailable);
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(
-    err.message,
-  );
+  // pg's own words: a connection lost or never made, a pool wait past connectionTimeoutMillis, and a
+  // statement sent on a connection that has already failed or been closed (such as the ROLLBACK of a
+  // transaction whose server went away, which then replaces the original error).
+  return /Connection terminated|timeout exceeded when trying to connect|is not queryable/.test(err.message);
 }

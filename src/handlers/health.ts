@@ -4,12 +4,32 @@ import { ApiError } from '../errors.ts';
 import { version } from '../version.ts';
 import type { HandlersFor } from './types.ts';
 
+/**
+ * How long the health check waits for the database. A stopped server refuses at once, but a frozen
+ * or unreachable one may never answer a connection the pool already holds: the check must still
+ * say so, in a time a load balancer waits.
+ */
+export const HEALTH_DEADLINE_MS = 2_000;
+
+/** Resolves when `work` does; rejects when it does, or when `ms` have passed first. */
+async function within<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Handlers of the `health` tag. */
 export function healthHandlers(ctx: AppContext): HandlersFor<'getHealth'> {
   return {
     async getHealth() {
       try {
-        await sql`select 1`.execute(ctx.db);
+        await within(sql`select 1`.execute(ctx.db), HEALTH_DEADLINE_MS);
       } catch {
         throw new ApiError(503, 'SERVICE_UNAVAILABLE', 'The database is not answering', { 'retry-after': '5' });
       }

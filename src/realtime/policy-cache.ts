@@ -9,6 +9,8 @@ export const POLICY_CHANNEL = 'realtime_policies_changed';
 export const POLICY_TTL_MS = 1_000;
 /** With a live LISTEN connection the cache is still reloaded this often, as a safety net. */
 const LISTENING_TTL_MS = 60_000;
+const FIRST_RETRY_DELAY_MS = 1_000;
+const MAX_RETRY_DELAY_MS = 30_000;
 
 export interface RealtimePermissions {
   subscribe: { policies: PolicyRow[] };
@@ -34,6 +36,7 @@ export class PolicyCache {
   #notifying = false;
   #closed = false;
   #reconnectTimer: NodeJS.Timeout | undefined;
+  #retryDelayMs = FIRST_RETRY_DELAY_MS;
 
   constructor(
     private readonly db: Executor,
@@ -103,6 +106,8 @@ export class PolicyCache {
       // Without the trigger (created only by a superuser) nothing is ever announced: keep the short TTL.
       this.#notifying = trigger.rowCount === 1;
       this.#listening = true;
+      if (this.#retryDelayMs !== FIRST_RETRY_DELAY_MS) this.log.info('realtime policy listener back');
+      this.#retryDelayMs = FIRST_RETRY_DELAY_MS;
       // Changes made while no connection was listening were missed.
       this.invalidate();
     } catch (err) {
@@ -118,13 +123,15 @@ export class PolicyCache {
     client.on('error', () => {});
     void client.end().catch(() => {});
     if (this.#closed) return;
-    this.log.warn(
-      { err: err ? { message: err.message } : undefined },
-      'realtime policy listener lost; retrying in 1 s',
-    );
+    // Retries after 1 s, doubling up to 30 s while the database stays away; warns on the first loss only.
+    const delay = this.#retryDelayMs;
+    this.#retryDelayMs = Math.min(delay * 2, MAX_RETRY_DELAY_MS);
+    if (delay === FIRST_RETRY_DELAY_MS) {
+      this.log.warn({ err: err ? { message: err.message } : undefined }, 'realtime policy listener lost; retrying');
+    }
     this.#reconnectTimer = setTimeout(() => {
       if (!this.#closed && this.database.kind === 'postgres') void this.#listen(this.database.url);
-    }, 1_000);
+    }, delay);
     this.#reconnectTimer.unref();
   }
 
