@@ -15,7 +15,7 @@ import { registerContractDocs, registerContractRoutes } from './contract-routes.
 import type { DatabaseHandle } from './db/database.ts';
 import { createEmbeddingsService } from './embeddings/embeddings-service.ts';
 import { errorHandler, notFoundHandler } from './errors.ts';
-import { clientErrorHandler, httpServerOptions } from './http-server.ts';
+import { clientErrorHandler, serverFactory } from './http-server.ts';
 import { createMailer } from './mail/mailer.ts';
 import { registerRateLimits } from './rate-limits.ts';
 import { PolicyCache } from './realtime/policy-cache.ts';
@@ -63,7 +63,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     },
     // Operations set their own limits (x-body-limit in openapi.yaml); other routes take no body.
     bodyLimit: 16 * 1024,
-    ...httpServerOptions(config),
+    serverFactory: serverFactory(config),
     clientErrorHandler,
     trustProxy:
       typeof config.trustProxy === 'number'

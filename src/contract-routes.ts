@@ -15,18 +15,41 @@ const requireBody: preValidationHookHandler = async (request) => {
   }
 };
 
-/** The path of the first string in a JSON value that PostgreSQL cannot store (NUL, or an unpaired surrogate). */
+/** A value met while walking a JSON document, with the way back to the root (to name its path). */
+interface WalkNode {
+  value: unknown;
+  key: string | number | undefined;
+  parent: WalkNode | undefined;
+}
+
+function pathOf(node: WalkNode, root: string): string {
+  const parts: string[] = [];
+  for (let n: WalkNode | undefined = node; n?.parent !== undefined; n = n.parent) {
+    parts.push(typeof n.key === 'number' ? `[${n.key}]` : `.${String(n.key)}`);
+  }
+  return root + parts.reverse().join('');
+}
+
+/**
+ * The path of the first string in a JSON value that PostgreSQL cannot store (NUL, or an unpaired
+ * surrogate). Walks with an explicit stack, not recursion: a body of deeply nested arrays (a few
+ * bytes per level) must not exhaust the call stack, and paths are built only for the one found.
+ */
 export function findUnstorableString(value: unknown, path = 'body'): string | undefined {
-  if (typeof value === 'string') return value.includes('\u0000') || !value.isWellFormed() ? path : undefined;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = findUnstorableString(value[i], `${path}[${i}]`);
-      if (found) return found;
-    }
-  } else if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) {
-      const found = findUnstorableString(item, `${path}.${key}`);
-      if (found) return found;
+  const stack: WalkNode[] = [{ value, key: undefined, parent: undefined }];
+  for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+    const v = node.value;
+    if (typeof v === 'string') {
+      if (v.includes('\u0000') || !v.isWellFormed()) return pathOf(node, path);
+    } else if (Array.isArray(v)) {
+      // Pushed in reverse so that items are visited in order (the first offending path is reported).
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], key: i, parent: node });
+    } else if (v !== null && typeof v === 'object') {
+      const entries = Object.entries(v);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, item] = entries[i] as [string, unknown];
+        stack.push({ value: item, key, parent: node });
+      }
     }
   }
   return undefined;

@@ -1,4 +1,4 @@
-import type { ServerOptions } from 'node:http';
+import http, { type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Config } from './config.ts';
 import type { ErrorBody } from './errors.ts';
@@ -12,25 +12,40 @@ export const MAX_HEADER_BYTES = 16 * 1024;
  */
 const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
 
-/** Fastify's server options that bound what a slow or abusive client can hold. */
-export function httpServerOptions(config: Readonly<Config>): {
-  http: ServerOptions;
-  requestTimeout: number;
-  keepAliveTimeout: number;
-  connectionTimeout: number;
-} {
-  const http: ServerOptions = {
-    headersTimeout: config.http.headersTimeoutMs,
-    connectionsCheckingInterval: Math.min(CONNECTIONS_CHECKING_INTERVAL_MS, config.http.headersTimeoutMs),
-    maxHeaderSize: MAX_HEADER_BYTES,
-  };
-  return {
-    http,
-    requestTimeout: config.http.requestTimeoutMs,
-    keepAliveTimeout: config.http.keepAliveTimeoutMs,
+/**
+ * Fastify's serverFactory: a Node HTTP server whose limits bound what a slow or abusive client can
+ * hold, and which answers a request without Host itself, in the Error shape (Node's own answer is
+ * an empty 400), before Fastify routes it.
+ */
+export function serverFactory(config: Readonly<Config>) {
+  return (handler: (req: IncomingMessage, res: ServerResponse) => void): Server => {
+    const server = http.createServer(
+      {
+        headersTimeout: config.http.headersTimeoutMs,
+        requestTimeout: config.http.requestTimeoutMs,
+        connectionsCheckingInterval: Math.min(CONNECTIONS_CHECKING_INTERVAL_MS, config.http.headersTimeoutMs),
+        maxHeaderSize: MAX_HEADER_BYTES,
+        requireHostHeader: false,
+      },
+      (req, res) => {
+        // HTTP/1.1 requires a Host header (RFC 9112, section 3.2).
+        if (req.httpVersion === '1.1' && req.headers.host === undefined) {
+          const body = JSON.stringify({
+            error: 'INVALID_INPUT',
+            message: 'An HTTP/1.1 request needs a Host header',
+            statusCode: 400,
+          } satisfies ErrorBody);
+          res.writeHead(400, { connection: 'close', 'content-type': 'application/json; charset=utf-8' }).end(body);
+          return;
+        }
+        handler(req, res);
+      },
+    );
     // No idle timeout on a connection whose request is being answered: an embeddings call may
     // legitimately wait on its provider (bounded by EMBEDDINGS_TIMEOUT_MS and the retries).
-    connectionTimeout: 0,
+    server.setTimeout(0);
+    server.keepAliveTimeout = config.http.keepAliveTimeoutMs;
+    return server;
   };
 }
 

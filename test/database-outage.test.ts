@@ -533,9 +533,7 @@ async function outageTest(t: Test): Promise<void> {
   }
 
   // What the service logged: the causes of its 503s, and the policy listener's reconnections.
-  const logs = logLines.map(
-    (l) => JSON.parse(l) as { level: number; time: number; msg: string; cause?: string },
-  );
+  const logs = logLines.map((l) => JSON.parse(l) as { level: number; time: number; msg: string; cause?: string });
   const unavailable = 'request failed: dependency unavailable';
   t.same(
     logs.filter((l) => l.msg === 'request failed').map((l) => l.msg),

@@ -37,12 +37,35 @@ export function jwtOptions(secret: string, accessTokenTtlSeconds: number): Fasti
       algorithms: ['HS256'],
       allowedIss: TOKEN_ISSUER,
       allowedAud: TOKEN_AUDIENCE,
-      requiredClaims: ['sub', 'sid', 'role', 'token_use', 'iat', 'exp'],
+      // allowedIss and allowedAud only check the claims when present: they must be required too,
+      // or a token signed with the key but without iss or aud would pass as an access token.
+      requiredClaims: ['sub', 'sid', 'role', 'token_use', 'iss', 'aud', 'iat', 'exp'],
     },
   };
 }
 
 const MAX_AUTHORIZATION_LENGTH = 4096;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Whether verified claims have the shape the service signs (and handlers rely on): an access
+ * token's token_use, user and session ids that are UUIDs, a known role. A token with the right
+ * signature but other claims (a refresh or id token, or anything the key signed elsewhere) is
+ * refused like any invalid token instead of reaching a handler (where a non-UUID `sub` would fail
+ * in the database).
+ */
+function hasAccessTokenClaims(verified: AccessTokenClaims): boolean {
+  const claims = verified as unknown as Record<string, unknown>;
+  return (
+    claims.token_use === ACCESS_TOKEN_USE &&
+    typeof claims.sub === 'string' &&
+    UUID.test(claims.sub) &&
+    typeof claims.sid === 'string' &&
+    UUID.test(claims.sid) &&
+    (claims.role === 'user' || claims.role === 'admin') &&
+    typeof claims.email === 'string'
+  );
+}
 
 /** The `bearerAuth` security scheme: a valid, unexpired access token, or 401. */
 export async function bearerAuth(request: FastifyRequest): Promise<void> {
@@ -66,7 +89,7 @@ export async function bearerAuth(request: FastifyRequest): Promise<void> {
     }
     throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
   }
-  if (request.user.token_use !== ACCESS_TOKEN_USE) {
+  if (!hasAccessTokenClaims(request.user)) {
     throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
   }
   cache.set(token, request.user, Date.now());

@@ -17,32 +17,66 @@ export const MAX_TOKENS_PER_REQUEST = 300_000;
 // Text such as "<|endoftext|>" is ordinary input to an embedding model, not a control token.
 const asPlainText = { disallowedSpecial: new Set<string>() };
 
-// BPE merging is quadratic in the length of one pre-token piece: 100,000 letters with no space
-// take seconds to count, which would let one request stall the service. Runs of this many
-// non-space characters are counted in slices instead (exact for ordinary text, which never has
-// them; within a slice or two of exact for the rest).
-const HAS_LONG_RUN = /\S{256}/;
-const LONG_RUN = /\S{256,}/g;
+// BPE merging is quadratic in the length of one pre-token piece: 100,000 letters with no space,
+// or 100,000 spaces, take seconds to count, which would let one request stall the service. Runs of
+// MAX_RUN or more characters of one kind (white space, or not) are counted in slices instead:
+// exact for ordinary text, which never has them; within a slice or two of exact for the rest.
+const MAX_RUN = 256;
 const SLICE = 128;
+
+/** White space as the tokenizer's pattern (and \s) sees it. */
+function isSpace(c: number): boolean {
+  return (
+    c === 32 ||
+    (c >= 9 && c <= 13) ||
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
+}
+
+/** End of a slice starting at `from`: SLICE code units on, not splitting a surrogate pair. */
+function sliceEnd(text: string, from: number, limit: number): number {
+  const end = Math.min(from + SLICE, limit);
+  const last = text.charCodeAt(end - 1);
+  return end < limit && last >= 0xd800 && last <= 0xdbff ? end + 1 : end;
+}
+
+/** `text` in the pieces to count: ordinary stretches whole, long runs of one kind in slices. */
+export function* countingPieces(text: string): Generator<string> {
+  let pieceStart = 0;
+  let runStart = 0;
+  let runIsSpace = text.length > 0 && isSpace(text.charCodeAt(0));
+  for (let i = 1; i <= text.length; i++) {
+    const space = i < text.length && isSpace(text.charCodeAt(i));
+    if (i < text.length && space === runIsSpace) continue;
+    if (i - runStart >= MAX_RUN) {
+      if (runStart > pieceStart) yield text.slice(pieceStart, runStart);
+      for (let j = runStart; j < i; j = sliceEnd(text, j, i)) yield text.slice(j, sliceEnd(text, j, i));
+      pieceStart = i;
+    }
+    runStart = i;
+    runIsSpace = space;
+  }
+  if (pieceStart < text.length) yield text.slice(pieceStart);
+}
 
 /** Tokens of `text` (cl100k_base) if at most `limit`, else false; stops counting past the limit. */
 function tokensWithin({ isWithinTokenLimit }: Tokenizer, text: string, limit: number): number | false {
-  if (!HAS_LONG_RUN.test(text)) return isWithinTokenLimit(text, limit, asPlainText);
+  if (text.length < MAX_RUN) return isWithinTokenLimit(text, limit, asPlainText);
   let total = 0;
-  const add = (part: string): boolean => {
-    if (part === '') return true;
-    const n = isWithinTokenLimit(part, limit - total, asPlainText);
+  for (const piece of countingPieces(text)) {
+    const n = isWithinTokenLimit(piece, limit - total, asPlainText);
     if (n === false) return false;
     total += n;
-    return true;
-  };
-  let last = 0;
-  for (const run of text.matchAll(LONG_RUN)) {
-    if (!add(text.slice(last, run.index))) return false;
-    for (let i = 0; i < run[0].length; i += SLICE) if (!add(run[0].slice(i, i + SLICE))) return false;
-    last = run.index + run[0].length;
   }
-  return add(text.slice(last)) ? total : false;
+  return total;
 }
 
 /**
