@@ -7,6 +7,7 @@ import t, { type Test } from 'tap';
 import type { Env } from '../src/config.ts';
 import { buildAuthTestApp, newEmail, newRedisKeyPrefix, PASSWORD, wrongCode } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
+import { redisAvailable } from './helpers/redis.ts';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 const WINDOW_SECONDS = 300;
@@ -112,25 +113,6 @@ t.test('without TRUST_PROXY a forged X-Forwarded-For does not buy a new allowanc
   assertNotLimited(t, await signIn(email, PASSWORD, { 'x-forwarded-for': '198.51.100.2' }), 'request 2');
   assertLimited(t, await signIn(email, PASSWORD, { 'x-forwarded-for': '198.51.100.3' }), 'request 3');
 });
-
-async function redisAvailable(): Promise<boolean> {
-  const { Redis } = await import('ioredis');
-  const client = new Redis(REDIS_URL, {
-    lazyConnect: true,
-    connectTimeout: 1000,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  client.on('error', () => {});
-  try {
-    await client.connect();
-    return (await client.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    client.disconnect();
-  }
-}
 
 async function sharedCount(t: Test) {
   const { Redis } = await import('ioredis');

@@ -8,6 +8,7 @@ import type { Env } from '../src/config.ts';
 import { buildTestApp } from './helpers/app.ts';
 import { newEmail, newRedisKeyPrefix, pause } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
+import { redisAvailable } from './helpers/redis.ts';
 import { accessTokenFor } from './helpers/tokens.ts';
 
 const HEADERS_TIMEOUT_MS = 600;
@@ -211,25 +212,8 @@ async function burst(port: number, n: number): Promise<Response[]> {
   );
 }
 
-async function redisAnswers(): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect(6379, '127.0.0.1');
-    socket.setTimeout(1_000);
-    socket.on('connect', () => socket.write('PING\r\n'));
-    socket.on('data', (d) => {
-      socket.destroy();
-      resolve(String(d).startsWith('+PONG'));
-    });
-    socket.on('error', () => resolve(false));
-    socket.on('timeout', () => {
-      socket.destroy();
-      resolve(false);
-    });
-  });
-}
-
 // Without Redis the Redis half is skipped, except in CI, where it must run.
-const redisMissing = !(await redisAnswers()) && process.env.CI !== 'true';
+const redisMissing = !(await redisAvailable()) && process.env.CI !== 'true';
 for (const store of ['memory', 'redis'] as const) {
   const skip = store === 'redis' && redisMissing ? 'Redis does not answer on 127.0.0.1:6379' : false;
   t.test(`rate limits hold under a burst from one address (${store} store)`, { skip }, async (t) => {

@@ -9,13 +9,8 @@ import { decodeClaims, newEmail, newRedisKeyPrefix, PASSWORD, QUIET_MS, wrongCod
 import { contractProblem } from './helpers/contract-check.ts';
 import { createTestDatabase, type TestDatabase, usingPostgres } from './helpers/database.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
-import {
-  deleteRedisKeys,
-  redisAvailable,
-  type ServiceInstance,
-  startInstances,
-  stopService,
-} from './helpers/instances.ts';
+import { type ServiceInstance, startInstances, stopService } from './helpers/instances.ts';
+import { deleteRedisKeys, redisAvailable } from './helpers/redis.ts';
 import { type SmtpCapture, startSmtpCapture } from './helpers/smtp.ts';
 
 /** The Redis the instances share (TEST_REDIS_URL overrides the machine's default). */
