@@ -13,19 +13,11 @@
  * <tmpdir>/service-bench/users-<N>. Writes bench/results/bench-<database>[-quick].{md,json}.
  */
 import os from 'node:os';
-import { parseArgs } from 'node:util';
 import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
-import {
-  BUILT_SERVER,
-  buildService,
-  freePort,
-  type RunningService,
-  residentMiB,
-  startService,
-  waitFor200,
-} from '../scripts/lib/service-process.ts';
+import { buildService, type RunningService, residentMiB } from '../scripts/lib/service-process.ts';
 import { userDirectoryQuery } from '../src/db/repositories/user-directory.ts';
 import { type LoadOptions, runLoad } from './lib/load.ts';
+import { parseBenchOptions } from './lib/options.ts';
 import { PREPARED_DOMAIN, prepareDatabase, SIGN_IN, VERIFY_CODE } from './lib/prepare.ts';
 import {
   type CaseResult,
@@ -36,35 +28,12 @@ import {
   writeReport,
 } from './lib/report.ts';
 import { pgliteStartFigures, trackPeakMemory } from './lib/resources.ts';
-import {
-  adminAccessToken,
-  benchServiceEnv,
-  ceilingTitle,
-  startCeiling,
-  startFakeUpstreamProcess,
-  stopAll,
-} from './lib/setup.ts';
+import { ceilingTitle, startBenchService, startCeiling, stopAll } from './lib/setup.ts';
 
-const { values } = parseArgs({
-  options: {
-    quick: { type: 'boolean', default: false },
-    database: { type: 'string', default: 'postgres' },
-    users: { type: 'string' },
-    duration: { type: 'string' },
-    connections: { type: 'string', default: '10' },
-  },
-});
-const quick = values.quick === true;
-const kind = values.database === 'pglite' ? 'pglite' : values.database === 'postgres' ? 'postgres' : undefined;
-const users = Number(values.users ?? (quick ? 20_000 : 1_000_000));
-const durationSeconds = Number(values.duration ?? (quick ? 3 : 10));
-const connections = Number(values.connections);
-if (kind === undefined || ![users, durationSeconds, connections].every((x) => Number.isSafeInteger(x) && x > 0)) {
-  console.error(
-    'usage: npm run bench -- [--quick] [--database postgres|pglite] [--users N] [--duration S] [--connections C]',
-  );
-  process.exit(1);
-}
+const { quick, kind, users, durationSeconds, connections } = parseBenchOptions(
+  'usage: npm run bench -- [--quick] [--database postgres|pglite] [--users N] [--duration S] [--connections C]',
+  { quick: 3, full: 10 },
+);
 const wallStart = Date.now();
 const progress = (text: string) => process.stderr.write(`\n${text}\n`);
 
@@ -94,25 +63,7 @@ const started: RunningService[] = [];
 const cases: CaseResult[] = [];
 const plans: Record<string, string> = {};
 try {
-  const upstream = await startFakeUpstreamProcess(started);
-  const port = await freePort();
-  const service = startService(
-    {
-      ...prepared.env,
-      ...benchServiceEnv,
-      PORT: String(port),
-      EMBEDDINGS_BASE_URL: upstream,
-      EMBEDDINGS_API_KEY: 'bench-upstream-key',
-      EMBEDDINGS_RATE_LIMIT: '1000000000',
-      RATE_LIMIT_VERIFY: '1000000000',
-      RATE_LIMIT_SIGN_IN: '1000000000',
-    },
-    BUILT_SERVER,
-  );
-  started.push(service);
-  const base = `http://127.0.0.1:${port}`;
-  await waitFor200(`${base}/api/health`, 120_000);
-  const accessToken = await adminAccessToken(base);
+  const { service, base, upstream, adminToken: accessToken } = await startBenchService(started, prepared.env);
   await new Promise((r) => setTimeout(r, 1000));
   const serviceIdleMiB = residentMiB(service.child.pid as number);
   const ceilingUrl = await startCeiling(started);

@@ -17,19 +17,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import {
-  BUILT_SERVER,
-  buildService,
-  freePort,
-  type RunningService,
-  residentMiB,
-  startService,
-  waitFor200,
-} from '../scripts/lib/service-process.ts';
+import { buildService, type RunningService, residentMiB } from '../scripts/lib/service-process.ts';
+import { parseBenchOptions } from './lib/options.ts';
 import { prepareDatabase } from './lib/prepare.ts';
-import { adminAccessToken, benchServiceEnv, startFakeUpstreamProcess, stopAll } from './lib/setup.ts';
+import { adminAccessToken, startBenchService, stopAll } from './lib/setup.ts';
 import {
   kindTable,
   memoryTable,
@@ -50,31 +42,15 @@ import {
 } from './lib/soak-stats.ts';
 import { kindTitles, soakTraffic, VERIFICATIONS_PER_SECOND } from './lib/soak-traffic.ts';
 
-const { values } = parseArgs({
-  options: {
-    quick: { type: 'boolean', default: false },
-    database: { type: 'string', default: 'postgres' },
-    users: { type: 'string' },
-    duration: { type: 'string' },
-    window: { type: 'string' },
-    connections: { type: 'string', default: '10' },
-  },
-});
-const quick = values.quick === true;
-const kind = values.database === 'pglite' ? 'pglite' : values.database === 'postgres' ? 'postgres' : undefined;
-const users = Number(values.users ?? (quick ? 20_000 : 1_000_000));
-const durationSeconds = Number(values.duration ?? (quick ? 60 : 600));
-const windowSeconds = Number(values.window ?? (quick ? 5 : 10));
-const connections = Number(values.connections);
-if (
-  kind === undefined ||
-  ![users, durationSeconds, windowSeconds, connections].every((x) => Number.isSafeInteger(x) && x > 0) ||
-  durationSeconds < 4 * windowSeconds
-) {
-  console.error(
-    'usage: npm run bench:soak -- [--quick] [--database postgres|pglite] [--users N] [--duration S] [--window S] [--connections C]\n' +
-      '(the duration must hold at least four windows)',
-  );
+const usage =
+  'usage: npm run bench:soak -- [--quick] [--database postgres|pglite] [--users N] [--duration S] [--window S] [--connections C]\n' +
+  '(the duration must hold at least four windows)';
+const { quick, kind, users, durationSeconds, connections, extra } = parseBenchOptions(usage, { quick: 60, full: 600 }, [
+  'window',
+]);
+const windowSeconds = Number(extra.window ?? (quick ? 5 : 10));
+if (!(Number.isSafeInteger(windowSeconds) && windowSeconds > 0) || durationSeconds < 4 * windowSeconds) {
+  console.error(usage);
   process.exit(1);
 }
 const wallStart = Date.now();
@@ -127,31 +103,9 @@ const probeDir = mkdtempSync(path.join(os.tmpdir(), 'soak-heap-'));
 const probeFile = path.join(probeDir, 'heap.json');
 const timers: NodeJS.Timeout[] = [];
 try {
-  const upstream = await startFakeUpstreamProcess(started);
-  const port = await freePort();
-  const service = startService(
-    {
-      ...prepared.env,
-      ...benchServiceEnv,
-      ...heapProbeEnv(probeFile),
-      PORT: String(port),
-      EMBEDDINGS_BASE_URL: upstream,
-      EMBEDDINGS_API_KEY: 'bench-upstream-key',
-      EMBEDDINGS_RATE_LIMIT: '1000000000',
-      RATE_LIMIT_VERIFY: '1000000000',
-      RATE_LIMIT_SIGN_IN: '1000000000',
-      RATE_LIMIT_SIGN_UP: '1000000000',
-      RATE_LIMIT_SEND_VERIFICATION: '1000000000',
-      RATE_LIMIT_REFRESH: '1000000000',
-    },
-    BUILT_SERVER,
-  );
-  started.push(service);
-  const pid = service.child.pid as number;
-  const base = `http://127.0.0.1:${port}`;
-  await waitFor200(`${base}/api/health`, 120_000);
-
-  let adminToken = await adminAccessToken(base);
+  const bench = await startBenchService(started, { ...prepared.env, ...heapProbeEnv(probeFile) });
+  const { service, pid, base } = bench;
+  let adminToken = bench.adminToken;
   const traffic = soakTraffic({
     connections,
     signUps: prepared.signUps,

@@ -19,20 +19,23 @@ export interface ResourceFigure {
   met?: boolean;
 }
 
+/** What a benchmark run ran on and with (the suite's and the soak's reports). */
+export interface RunMeta {
+  date: string;
+  database: string;
+  databaseVersion: string;
+  users: number;
+  cores: number;
+  cpu: string;
+  node: string;
+  connections: number;
+  durationSeconds: number;
+  quick: boolean;
+  wallSeconds: number;
+}
+
 export interface Report {
-  meta: {
-    date: string;
-    database: string;
-    databaseVersion: string;
-    users: number;
-    cores: number;
-    cpu: string;
-    node: string;
-    connections: number;
-    durationSeconds: number;
-    quick: boolean;
-    wallSeconds: number;
-  };
+  meta: RunMeta;
   cases: CaseResult[];
   resources: ResourceFigure[];
   /** EXPLAIN ANALYZE of the directory's statements, by case title (PostgreSQL only). */

@@ -1,4 +1,10 @@
-import { freePort, type RunningService, startService, waitFor200 } from '../../scripts/lib/service-process.ts';
+import {
+  BUILT_SERVER,
+  freePort,
+  type RunningService,
+  startService,
+  waitFor200,
+} from '../../scripts/lib/service-process.ts';
 
 /** Starts the ceiling, a bare Fastify JSON route, in its own process; returns its URL. */
 export async function startCeiling(started: RunningService[]): Promise<string> {
@@ -64,4 +70,41 @@ export const benchServiceEnv = {
 export async function stopAll(started: RunningService[]): Promise<void> {
   for (const s of started) s.child.kill('SIGTERM');
   await Promise.all(started.map((s) => s.exited));
+}
+
+/** Per-IP and per-user limits out of the way: every benchmark request comes from 127.0.0.1. */
+const unlimited = Object.fromEntries(
+  [
+    'EMBEDDINGS_RATE_LIMIT',
+    'RATE_LIMIT_VERIFY',
+    'RATE_LIMIT_SIGN_IN',
+    'RATE_LIMIT_SIGN_UP',
+    'RATE_LIMIT_SEND_VERIFICATION',
+    'RATE_LIMIT_REFRESH',
+  ].map((name) => [name, '1000000000']),
+);
+
+/**
+ * Starts the fake upstream (its API root is returned as `upstream`) and the built service on the
+ * prepared database (limits raised, the upstream configured, `env` on top), waits for its health
+ * check and signs in its administrator.
+ */
+export async function startBenchService(started: RunningService[], env: Record<string, string>) {
+  const upstream = await startFakeUpstreamProcess(started);
+  const port = await freePort();
+  const service = startService(
+    {
+      ...benchServiceEnv,
+      ...unlimited,
+      PORT: String(port),
+      EMBEDDINGS_BASE_URL: upstream,
+      EMBEDDINGS_API_KEY: 'bench-upstream-key',
+      ...env,
+    },
+    BUILT_SERVER,
+  );
+  started.push(service);
+  const base = `http://127.0.0.1:${port}`;
+  await waitFor200(`${base}/api/health`, 120_000);
+  return { service, pid: service.child.pid as number, base, upstream, adminToken: await adminAccessToken(base) };
 }

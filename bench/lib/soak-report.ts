@@ -1,24 +1,14 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { projectRoot } from '../../scripts/lib/service-process.ts';
+import type { RunMeta } from './report.ts';
 import type { KindFigures, MemoryJudgement, MemorySample, Trend, WindowFigures } from './soak-stats.ts';
 
 export interface SoakReport {
-  meta: {
-    date: string;
-    database: string;
-    databaseVersion: string;
-    users: number;
-    cores: number;
-    cpu: string;
-    node: string;
+  meta: RunMeta & {
     /** 1-minute load average of the machine just before the load (others may be using it). */
     loadAverageBefore: number;
-    connections: number;
-    durationSeconds: number;
     windowSeconds: number;
-    quick: boolean;
-    wallSeconds: number;
   };
   totals: { requests: number; errors: number; requestsPerSecond: number };
   windows: WindowFigures[];
