@@ -19,6 +19,8 @@ import { clientErrorHandler, serverFactory } from './http-server.ts';
 import { createMailer } from './mail/mailer.ts';
 import { registerRateLimits } from './rate-limits.ts';
 import { PolicyCache } from './realtime/policy-cache.ts';
+import { startRetention } from './realtime/retention.ts';
+import { startRealtimeServer } from './realtime/socket-server.ts';
 
 export interface AppDeps {
   database: DatabaseHandle;
@@ -115,6 +117,11 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   const realtimePolicies = new PolicyCache(db, config.database, app.log);
   await realtimePolicies.start();
   app.addHook('onClose', () => realtimePolicies.close());
+  const realtime = startRealtimeServer(app, config, db, () => clock.now());
+  // Sockets first: an open WebSocket would keep the HTTP server from closing.
+  app.addHook('preClose', () => realtime.close());
+  const stopRetention = startRetention(db, config.realtime.retentionDays, () => clock.now(), app.log);
+  app.addHook('onClose', () => stopRetention());
   const ctx: AppContext = {
     config,
     db,
@@ -123,6 +130,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     auth,
     embeddings,
     realtimePolicies,
+    realtime,
     startedAt: Date.now(),
   };
 

@@ -119,6 +119,23 @@ const envSchema = z.object({
   HTTP_HEADERS_TIMEOUT_MS: milliseconds(100, 600_000).default(10_000),
   HTTP_REQUEST_TIMEOUT_MS: milliseconds(100, 3_600_000).default(30_000),
   HTTP_KEEP_ALIVE_TIMEOUT_MS: milliseconds(100, 3_600_000).default(72_000),
+  REALTIME_ALLOW_ANON: flag.default(false),
+  REALTIME_ADAPTER: z
+    .enum(['auto', 'postgres', 'redis', 'memory'], { error: 'must be auto, postgres, redis or memory' })
+    .default('auto'),
+  REALTIME_RETENTION_DAYS: count.default(7),
+  REALTIME_MAX_PAYLOAD_BYTES: z.coerce
+    .number({ error: 'must be a whole number of bytes (2 to 6144)' })
+    .int('must be a whole number of bytes (2 to 6144)')
+    .min(2, 'must be a whole number of bytes (2 to 6144)')
+    .max(6144, 'must be a whole number of bytes (2 to 6144)')
+    .default(4096),
+  REALTIME_MAX_BUFFERED_BYTES: z.coerce
+    .number({ error: 'must be a whole number of bytes (65536 to 67108864)' })
+    .int('must be a whole number of bytes (65536 to 67108864)')
+    .min(65_536, 'must be a whole number of bytes (65536 to 67108864)')
+    .max(67_108_864, 'must be a whole number of bytes (65536 to 67108864)')
+    .default(1_048_576),
 });
 
 export type Env = Record<string, string | undefined>;
@@ -191,12 +208,34 @@ export interface Config {
     /** An idle keep-alive connection is closed after this time. */
     keepAliveTimeoutMs: number;
   };
+  realtime: {
+    /** Sockets without a token are accepted and act as the role anon. */
+    allowAnon: boolean;
+    /** How messages reach the other instances; `auto`: Redis when REDIS_URL is set, else PostgreSQL's NOTIFY on PostgreSQL, else none (PGlite is one process). */
+    adapter: 'postgres' | 'redis' | 'memory';
+    /** Messages older than this are deleted. */
+    retentionDays: number;
+    /** Largest accepted message payload, as JSON bytes. */
+    maxPayloadBytes: number;
+    /** A connection whose unsent output exceeds this is disconnected (slow consumer). */
+    maxBufferedBytes: number;
+  };
 }
 
 function databaseFrom(url: string | undefined, dataDir: string): DatabaseConfig {
   if (url === undefined || url === '') return { kind: 'pglite', dataDir: path.resolve(dataDir, 'pglite') };
   if (url === 'memory://') return { kind: 'pglite-memory' };
   return { kind: 'postgres', url };
+}
+
+function realtimeAdapter(
+  chosen: 'auto' | 'postgres' | 'redis' | 'memory',
+  redisUrl: string | undefined,
+  database: DatabaseConfig,
+): 'postgres' | 'redis' | 'memory' {
+  if (chosen !== 'auto') return chosen;
+  if (redisUrl !== undefined) return 'redis';
+  return database.kind === 'postgres' ? 'postgres' : 'memory';
 }
 
 // X-Forwarded-For is written by the client; trusting all of it would let anyone pick their address.
@@ -234,6 +273,13 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS must not be larger than HTTP_REQUEST_TIMEOUT_MS');
   }
+  const database = databaseFrom(e.DATABASE_URL, path.resolve(e.DATA_DIR));
+  if (e.REALTIME_ADAPTER === 'redis' && e.REDIS_URL === undefined) {
+    throw new ConfigError('REALTIME_ADAPTER=redis needs REDIS_URL');
+  }
+  if (e.REALTIME_ADAPTER === 'postgres' && database.kind !== 'postgres') {
+    throw new ConfigError('REALTIME_ADAPTER=postgres needs DATABASE_URL to name a PostgreSQL server');
+  }
   if ((e.ADMIN_EMAIL === undefined) !== (e.ADMIN_PASSWORD === undefined)) {
     throw new ConfigError(
       `${e.ADMIN_EMAIL === undefined ? 'ADMIN_EMAIL' : 'ADMIN_PASSWORD'} must be set together with the other`,
@@ -245,7 +291,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     nodeEnv: e.NODE_ENV,
     port: e.PORT,
     host: e.HOST,
-    database: Object.freeze(databaseFrom(e.DATABASE_URL, dataDir)),
+    database: Object.freeze(database),
     dataDir,
     logLevel: e.LOG_LEVEL,
     jwtSecret: e.JWT_SECRET,
@@ -289,6 +335,13 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
       requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
       keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    }),
+    realtime: Object.freeze({
+      allowAnon: e.REALTIME_ALLOW_ANON,
+      adapter: realtimeAdapter(e.REALTIME_ADAPTER, e.REDIS_URL, database),
+      retentionDays: e.REALTIME_RETENTION_DAYS,
+      maxPayloadBytes: e.REALTIME_MAX_PAYLOAD_BYTES,
+      maxBufferedBytes: e.REALTIME_MAX_BUFFERED_BYTES,
     }),
   });
 }

@@ -6,6 +6,7 @@ import type { DatabaseKind } from './db/database.ts';
 import type { Database } from './db/schema.ts';
 import type { EmbeddingsService } from './embeddings/embeddings-service.ts';
 import type { PolicyCache } from './realtime/policy-cache.ts';
+import type { RealtimeServer } from './realtime/socket-server.ts';
 
 /** What handlers are given: configuration, the open database, the clock and the domain services. */
 export interface AppContext {
@@ -16,5 +17,6 @@ export interface AppContext {
   auth: AuthService;
   embeddings: EmbeddingsService;
   realtimePolicies: PolicyCache;
+  realtime: RealtimeServer;
   startedAt: number;
 }

@@ -7,7 +7,7 @@ import { bearerAuth } from './auth/access-token.ts';
 import type { AppContext } from './context.ts';
 import { ApiError } from './errors.ts';
 import { createServiceHandlers } from './handlers/index.ts';
-import { specDocument, specYaml } from './spec.ts';
+import { asyncapiYaml, specDocument, specYaml } from './spec.ts';
 
 const requireBody: preValidationHookHandler = async (request) => {
   if (request.body === undefined) {
@@ -95,7 +95,10 @@ export async function registerContractRoutes(app: FastifyInstance, ctx: AppConte
   });
 }
 
-/** The published contract: Swagger UI at /docs, the spec at /openapi.json and /openapi.yaml. */
+/**
+ * The published contracts: Swagger UI at /docs, the spec at /openapi.json and /openapi.yaml, the
+ * realtime protocol at /asyncapi.yaml.
+ */
 export async function registerContractDocs(app: FastifyInstance): Promise<void> {
   await app.register(fastifySwagger, {
     mode: 'static',
@@ -108,5 +111,8 @@ export async function registerContractDocs(app: FastifyInstance): Promise<void> 
   app.get('/openapi.json', { schema: { hide: true } }, async () => specDocument);
   app.get('/openapi.yaml', { schema: { hide: true } }, async (_request, reply) =>
     reply.type('application/yaml; charset=utf-8').send(specYaml),
+  );
+  app.get('/asyncapi.yaml', { schema: { hide: true } }, async (_request, reply) =>
+    reply.type('application/yaml; charset=utf-8').send(asyncapiYaml),
   );
 }

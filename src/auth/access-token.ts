@@ -95,6 +95,32 @@ export async function bearerAuth(request: FastifyRequest): Promise<void> {
   cache.set(token, request.user, Date.now());
 }
 
+/**
+ * Verifies an access token given outside an Authorization header (a socket's handshake): the same
+ * checks as bearerAuth, the same 401 errors.
+ */
+export function verifyAccessToken(app: FastifyInstance, token: string): AccessTokenClaims {
+  if (token.length > MAX_AUTHORIZATION_LENGTH) {
+    throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
+  }
+  const cache = verifiedTokensOf(app);
+  const known = cache.get(token, Date.now());
+  if (known !== undefined) return known;
+  let claims: AccessTokenClaims;
+  try {
+    claims = app.jwt.verify<AccessTokenClaims>(token);
+  } catch (err) {
+    // app.jwt.verify throws the verifier's own error (fast-jwt's), not the request decorator's.
+    if ((err as { code?: string }).code === 'FAST_JWT_EXPIRED') {
+      throw new ApiError(401, 'TOKEN_EXPIRED', 'The access token has expired; refresh it');
+    }
+    throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
+  }
+  if (!hasAccessTokenClaims(claims)) throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
+  cache.set(token, claims, Date.now());
+  return claims;
+}
+
 // One cache per app: a token is only known to the app (and signing key) that verified it.
 const verifiedTokens = new WeakMap<FastifyInstance, VerifiedTokenCache<AccessTokenClaims>>();
 function verifiedTokensOf(app: FastifyInstance): VerifiedTokenCache<AccessTokenClaims> {

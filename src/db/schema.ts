@@ -103,11 +103,14 @@ export interface RealtimeChannelsTable {
 /** realtime.messages: what has been published (row-level security decides who may). */
 export interface RealtimeMessagesTable {
   id: Generated<string>;
+  /** Commit order within a channel (publishes on a channel are serialized). */
+  seq: ColumnType<string, never, never>;
   channel_id: string | null;
   channel_name: string;
   event: string;
   payload: ColumnType<unknown, unknown, unknown>;
   sender_id: string | null;
+  sender_type: ColumnType<'user' | 'system', never, never>;
   created_at: ColumnType<Date, Date | undefined, never>;
 }
 

@@ -1,4 +1,4 @@
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.ts';
 
 /** Who is acting on the realtime tables: a signed-in user (or nobody), on a channel. */
@@ -10,23 +10,29 @@ export interface RealtimeCaller {
 }
 
 /**
- * Runs `work` in a transaction "as" the caller: SET LOCAL ROLE authenticated (or anon) and the
- * transaction-local settings that auth.uid(), auth.role() and realtime.channel_name() read. Row-level
- * security then applies to every statement of `work`, and all of it ends with the transaction.
+ * The select-list that makes a transaction act as the caller: the transaction-local settings read by
+ * auth.uid(), auth.role() and realtime.channel_name(), then the role itself (set_config('role') is SET
+ * LOCAL ROLE). Further expressions may follow in the same statement; they run as the caller.
+ */
+export function callerSettings(caller: RealtimeCaller): RawBuilder<unknown> {
+  const role = caller.userId === undefined ? 'anon' : 'authenticated';
+  return sql`set_config('request.user_id', ${caller.userId ?? ''}, true),
+    set_config('request.role', ${role}, true),
+    set_config('realtime.channel_name', ${caller.channel}, true),
+    set_config('role', ${role}, true)`;
+}
+
+/**
+ * Runs `work` in a transaction "as" the caller (see callerSettings). Row-level security then applies
+ * to every statement of `work`, and all of it ends with the transaction.
  */
 export async function asRealtimeCaller<T>(
   db: Kysely<Database>,
   caller: RealtimeCaller,
   work: (trx: Transaction<Database>) => Promise<T>,
 ): Promise<T> {
-  const role = caller.userId === undefined ? 'anon' : 'authenticated';
   return db.transaction().execute(async (trx) => {
-    await sql`
-      select set_config('request.user_id', ${caller.userId ?? ''}, true),
-        set_config('request.role', ${role}, true),
-        set_config('realtime.channel_name', ${caller.channel}, true)
-    `.execute(trx);
-    await sql`set local role ${sql.id(role)}`.execute(trx);
+    await sql`select ${callerSettings(caller)}`.execute(trx);
     return work(trx);
   });
 }

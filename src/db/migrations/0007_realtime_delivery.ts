@@ -1,0 +1,73 @@
+import { type Kysely, sql } from 'kysely';
+
+/**
+ * What the realtime server needs on top of 0006: an order for history, read access for history, the
+ * columns the service stamps on a message, and the service's own access to both tables.
+ */
+export async function up(db: Kysely<unknown>): Promise<void> {
+  // The service (the tables' owner) manages channels, reads messages back and deletes expired ones.
+  // Callers never act as the owner: every caller statement runs as anon or authenticated, where row-level
+  // security applies whether or not it is forced on the owner.
+  for (const table of ['channels', 'messages']) {
+    await sql`alter table ${sql.table(`realtime.${table}`)} no force row level security`.execute(db);
+  }
+
+  // Publishes on one channel are serialized (src/realtime/publisher.ts), so `seq` is commit order per channel:
+  // history pages by it, and a reconnecting client asks for what came after the last id it saw.
+  await sql`alter table realtime.messages add column seq bigint generated always as identity`.execute(db);
+  await sql`alter table realtime.messages add column sender_type text not null default 'user'
+    check (sender_type in ('user', 'system'))`.execute(db);
+  await sql`drop index realtime.messages_channel_name_created_at_idx`.execute(db);
+  await sql`create index messages_channel_name_seq_idx on realtime.messages (channel_name, seq)`.execute(db);
+  await sql`create index messages_created_at_idx on realtime.messages (created_at)`.execute(db);
+
+  // The service stamps each message with its id and time (reported to subscribers as messageId and
+  // timestamp) so that nothing has to be read back. sender_type and seq stay the database's.
+  await sql`revoke insert on realtime.messages from authenticated`.execute(db);
+  await sql`grant insert (id, channel_id, channel_name, event, payload, sender_id, created_at)
+    on realtime.messages to anon, authenticated`.execute(db);
+  await sql`grant select on realtime.messages to anon, authenticated`.execute(db);
+
+  // The socket.io Postgres adapter passes messages larger than a notification (presence lists of big
+  // channels) through this table; it deletes rows after 30 seconds.
+  await sql`
+    create table realtime.socket_io_attachments (
+      id bigserial unique,
+      created_at timestamptz default now(),
+      payload bytea
+    )
+  `.execute(db);
+
+  // History: signed-in users read the messages of the channel they name, if they may subscribe to it.
+  await sql`
+    create policy authenticated_can_read_subscribable_channels on realtime.messages
+      for select to authenticated
+      using (
+        channel_name = realtime.channel_name()
+        and exists (
+          select 1 from realtime.channels c
+          where c.enabled and realtime.channel_name() like c.pattern
+        )
+      )
+  `.execute(db);
+}
+
+export async function down(db: Kysely<unknown>): Promise<void> {
+  await sql`drop table realtime.socket_io_attachments`.execute(db);
+  await sql`drop policy authenticated_can_read_subscribable_channels on realtime.messages`.execute(db);
+  await sql`revoke select on realtime.messages from anon, authenticated`.execute(db);
+  await sql`revoke insert on realtime.messages from anon, authenticated`.execute(db);
+  await sql`grant insert (channel_id, channel_name, event, payload, sender_id) on realtime.messages to authenticated`.execute(
+    db,
+  );
+  await sql`drop index realtime.messages_created_at_idx`.execute(db);
+  await sql`drop index realtime.messages_channel_name_seq_idx`.execute(db);
+  await sql`create index messages_channel_name_created_at_idx on realtime.messages (channel_name, created_at)`.execute(
+    db,
+  );
+  await sql`alter table realtime.messages drop column sender_type`.execute(db);
+  await sql`alter table realtime.messages drop column seq`.execute(db);
+  for (const table of ['channels', 'messages']) {
+    await sql`alter table ${sql.table(`realtime.${table}`)} force row level security`.execute(db);
+  }
+}

@@ -1,0 +1,81 @@
+import { randomUUID } from 'node:crypto';
+import { type Kysely, sql } from 'kysely';
+import type { Database } from '../db/schema.ts';
+import { callerSettings } from './as-user.ts';
+import type { Delivery, Fanout } from './fanout.ts';
+import type { MessageMeta } from './protocol.ts';
+
+export interface PublishInput {
+  /** The publishing user; undefined for an anonymous socket. */
+  userId: string | undefined;
+  channel: string;
+  event: string;
+  payload: Record<string, unknown>;
+  /** Who the message claims to be from; the caller by default. The publish policies decide. */
+  senderId?: string | null;
+}
+
+export type PublishOutcome =
+  | { ok: true; meta: MessageMeta }
+  | { ok: false; code: 'UNAUTHORIZED' | 'PAYLOAD_TOO_LARGE'; message: string };
+
+/** SQLSTATE insufficient_privilege: what row-level security raises when a WITH CHECK fails. */
+const POLICY_REFUSED = '42501';
+
+/**
+ * Publishes one message: inserted into realtime.messages acting as the caller, so that the publish
+ * policies decide, then handed to the fan-out. Publishes on a channel are serialized by a transaction
+ * lock on its name, which makes `seq` (history's order) the commit order, the order subscribers see.
+ */
+export async function publishMessage(
+  db: Kysely<Database>,
+  fanout: Fanout,
+  input: PublishInput,
+  now: Date,
+  maxPayloadBytes: number,
+): Promise<PublishOutcome> {
+  const payloadJson = JSON.stringify(input.payload);
+  if (Buffer.byteLength(payloadJson) > maxPayloadBytes) {
+    return { ok: false, code: 'PAYLOAD_TOO_LARGE', message: `The payload is larger than ${maxPayloadBytes} bytes` };
+  }
+  const meta: MessageMeta = {
+    channel: input.channel,
+    messageId: randomUUID(),
+    senderType: 'user',
+    senderId: input.senderId === undefined ? (input.userId ?? null) : input.senderId,
+    timestamp: now.toISOString(),
+  };
+  const delivery: Delivery = { channel: input.channel, event: input.event, body: { ...input.payload, meta } };
+  const notify = fanout.inTransaction(delivery);
+  try {
+    await db.transaction().execute(async (trx) => {
+      await sql`
+        select ${callerSettings({ userId: input.userId, channel: input.channel })},
+          pg_advisory_xact_lock(hashtextextended(${`realtime:${input.channel}`}, 0))
+          ${notify === undefined ? sql`` : sql`, ${notify}`}
+      `.execute(trx);
+      await trx
+        .insertInto('realtime.messages')
+        .values({
+          id: meta.messageId,
+          channel_name: input.channel,
+          event: input.event,
+          payload: sql`${payloadJson}::jsonb`,
+          sender_id: meta.senderId,
+          created_at: now,
+        })
+        .execute();
+    });
+  } catch (err) {
+    if ((err as { code?: string }).code === POLICY_REFUSED) {
+      return {
+        ok: false,
+        code: 'UNAUTHORIZED',
+        message: 'The realtime policies do not allow this message on this channel',
+      };
+    }
+    throw err;
+  }
+  fanout.afterCommit(delivery);
+  return { ok: true, meta };
+}

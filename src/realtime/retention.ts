@@ -1,0 +1,54 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Database } from '../db/schema.ts';
+
+const BATCH = 10_000;
+const DAY_MS = 86_400_000;
+/** How often each instance looks for expired messages (several instances deleting is harmless). */
+export const RETENTION_INTERVAL_MS = 3_600_000;
+
+/** Deletes messages created before `days` days ago, in batches; returns how many went. */
+export async function deleteExpiredMessages(db: Kysely<Database>, days: number, now: Date): Promise<number> {
+  const cutoff = new Date(now.getTime() - days * DAY_MS);
+  let deleted = 0;
+  for (;;) {
+    const result = await db
+      .deleteFrom('realtime.messages')
+      .where('id', 'in', (q) =>
+        q.selectFrom('realtime.messages').select('id').where('created_at', '<', cutoff).limit(BATCH),
+      )
+      .executeTakeFirst();
+    const n = Number(result.numDeletedRows);
+    deleted += n;
+    if (n < BATCH) return deleted;
+  }
+}
+
+/** Runs deleteExpiredMessages soon after start and then every RETENTION_INTERVAL_MS; returns the stop. */
+export function startRetention(
+  db: Kysely<Database>,
+  days: number,
+  now: () => Date,
+  log: FastifyBaseLogger,
+): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  const run = () => {
+    running ??= deleteExpiredMessages(db, days, now())
+      .then((n) => {
+        if (n > 0) log.info({ deleted: n, retentionDays: days }, 'realtime: expired messages deleted');
+      })
+      .catch((err: unknown) => log.warn({ err }, 'realtime: deleting expired messages failed; will retry'))
+      .finally(() => {
+        running = undefined;
+      });
+  };
+  const first = setTimeout(run, 5_000);
+  const every = setInterval(run, RETENTION_INTERVAL_MS);
+  first.unref();
+  every.unref();
+  return async () => {
+    clearTimeout(first);
+    clearInterval(every);
+    await running;
+  };
+}

@@ -1,0 +1,237 @@
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import { Server, type Socket } from 'socket.io';
+import { verifyAccessToken } from '../auth/access-token.ts';
+import type { Config } from '../config.ts';
+import { isDatabaseUnavailable } from '../db/errors.ts';
+import type { Database } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
+import { maySubscribe } from './channel-access.ts';
+import { attachFanout, type Fanout } from './fanout.ts';
+import {
+  type ClientEvent,
+  checkClientPayload,
+  isClientEvent,
+  type PresenceMember,
+  type RealtimeErrorCode,
+} from './protocol.ts';
+import { type PublishInput, type PublishOutcome, publishMessage } from './publisher.ts';
+import { watchOutput } from './slow-consumers.ts';
+
+/** What the server keeps on each socket (socket.data). */
+interface Caller {
+  /** The signed-in user; undefined on an anonymous socket (role anon). */
+  userId: string | undefined;
+  presenceId: string;
+  /** When the access token expires (ms since the epoch); undefined when anonymous. */
+  expiresAt: number | undefined;
+}
+type RealtimeSocket = Socket<Record<string, never>, Record<string, (...args: unknown[]) => void>, never, Caller>;
+type Ack = (response: unknown) => void;
+
+export interface RealtimeServer {
+  /** Publishes as `input.userId` (the HTTP side uses this too): same policies, same fan-out. */
+  publish(input: PublishInput): Promise<PublishOutcome>;
+  close(): Promise<void>;
+}
+
+/** Larger frames close the connection; anything smaller is checked against the payload limit. */
+const MAX_FRAME_BYTES = 1_048_576;
+/** setTimeout's longest delay. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * The realtime server: socket.io on the service's own HTTP server (path /socket.io/, websocket only).
+ * Handshakes carry the access token; subscribing and publishing run as the caller in the database,
+ * so the realtime policies decide. Protocol: asyncapi.yaml.
+ */
+export function startRealtimeServer(
+  app: FastifyInstance,
+  config: Readonly<Config>,
+  db: Kysely<Database>,
+  now: () => Date,
+): RealtimeServer {
+  const log = app.log.child({ component: 'realtime' });
+  const io = new Server(app.server, {
+    transports: ['websocket'],
+    serveClient: false,
+    maxHttpBufferSize: MAX_FRAME_BYTES,
+  });
+  const fanout: Fanout = attachFanout(io, config, log);
+  const publish = (input: PublishInput) => publishMessage(db, fanout, input, now(), config.realtime.maxPayloadBytes);
+
+  io.use((socket, next) => {
+    const token = (socket.handshake.auth as { token?: unknown } | undefined)?.token;
+    const presenceId = randomUUID();
+    if (token === undefined || token === null || token === '') {
+      if (config.realtime.allowAnon) {
+        socket.data = { userId: undefined, presenceId, expiresAt: undefined } satisfies Caller;
+        return next();
+      }
+      return next(refusal('UNAUTHORIZED', 'An access token is required in the handshake (auth.token)'));
+    }
+    if (typeof token !== 'string') return next(refusal('UNAUTHORIZED', 'auth.token must be a string'));
+    try {
+      const claims = verifyAccessToken(app, token);
+      socket.data = {
+        userId: claims.sub,
+        presenceId,
+        expiresAt: claims.exp === undefined ? undefined : claims.exp * 1000,
+      } satisfies Caller;
+      next();
+    } catch (err) {
+      if (err instanceof ApiError) return next(refusal(err.code, err.message));
+      log.error({ err }, 'realtime: handshake failed');
+      next(refusal('INTERNAL_ERROR', 'The handshake could not be completed'));
+    }
+  });
+
+  io.on('connection', (raw) => {
+    const socket = raw as unknown as RealtimeSocket;
+    const caller = socket.data;
+    const member: PresenceMember = { presenceId: caller.presenceId, userId: caller.userId ?? null };
+    const sendError = (code: RealtimeErrorCode, message: string, channel: string | null) =>
+      socket.emit('realtime:error', { code, message, channel });
+
+    if (caller.expiresAt !== undefined) {
+      const expiry = setTimeout(
+        () => {
+          sendError('TOKEN_EXPIRED', 'The access token has expired; reconnect with a fresh one', null);
+          socket.disconnect(true);
+        },
+        Math.min(Math.max(caller.expiresAt - Date.now(), 0), MAX_TIMER_MS),
+      );
+      socket.once('disconnect', () => clearTimeout(expiry));
+    }
+    watchOutput(socket, config.realtime.maxBufferedBytes, () => {
+      log.info({ presenceId: caller.presenceId }, 'realtime: slow consumer disconnected');
+      sendError('SLOW_CONSUMER', 'Messages were not read fast enough; reconnect and fetch the history', null);
+    });
+
+    /** A failure: to the acknowledgement when there is one, else (or also, for publish) as realtime:error. */
+    const refuse = (
+      ack: Ack | undefined,
+      code: RealtimeErrorCode,
+      message: string,
+      channel: string | null,
+      alsoAsEvent = false,
+    ) => {
+      ack?.({ ok: false, channel, error: { code, message } });
+      if (ack === undefined || alsoAsEvent) sendError(code, message, channel);
+    };
+    const failure = (err: unknown): [RealtimeErrorCode, string] => {
+      if (isDatabaseUnavailable(err) || /^40/.test(String((err as { code?: unknown }).code))) {
+        return ['SERVICE_UNAVAILABLE', 'The database is not answering; try again shortly'];
+      }
+      log.error({ err }, 'realtime: event failed');
+      return ['INTERNAL_ERROR', 'Internal server error'];
+    };
+
+    const handlers: Record<ClientEvent, (payload: unknown, ack: Ack | undefined) => Promise<void>> = {
+      'realtime:subscribe': async (payload, ack) => {
+        const checked = checkClientPayload('realtime:subscribe', payload);
+        if (!checked.ok) return refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload));
+        const { channel } = checked.value;
+        let allowed: boolean;
+        try {
+          allowed = await maySubscribe(db, caller.userId, channel);
+        } catch (err) {
+          return refuse(ack, ...failure(err), channel);
+        }
+        if (!allowed) {
+          return refuse(ack, 'UNAUTHORIZED', 'The realtime policies do not allow subscribing to this channel', channel);
+        }
+        if (socket.disconnected) return;
+        const joining = !socket.rooms.has(channel);
+        await socket.join(channel);
+        if (joining) socket.to(channel).emit('presence:join', { meta: { channel }, member });
+        ack?.({ ok: true, channel, presence: { members: await membersOf(channel) } });
+      },
+      'realtime:unsubscribe': async (payload, ack) => {
+        const checked = checkClientPayload('realtime:unsubscribe', payload);
+        if (!checked.ok) return refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload));
+        const { channel } = checked.value;
+        if (socket.rooms.has(channel)) {
+          await socket.leave(channel);
+          socket.to(channel).emit('presence:leave', { meta: { channel }, member });
+        }
+        ack?.({ ok: true, channel });
+      },
+      'realtime:publish': async (payload, ack) => {
+        const checked = checkClientPayload('realtime:publish', payload);
+        if (!checked.ok) return refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
+        const request = checked.value;
+        if (!socket.rooms.has(request.channel)) {
+          const message = 'Subscribe to the channel before publishing on it';
+          return refuse(ack, 'NOT_SUBSCRIBED', message, request.channel, true);
+        }
+        let outcome: PublishOutcome;
+        try {
+          outcome = await publish({ userId: caller.userId, ...request });
+        } catch (err) {
+          return refuse(ack, ...failure(err), request.channel, true);
+        }
+        if (!outcome.ok) return refuse(ack, outcome.code, outcome.message, request.channel, true);
+        ack?.({ ok: true, channel: request.channel, messageId: outcome.meta.messageId });
+      },
+    };
+
+    socket.onAny((event: string, ...args: unknown[]) => {
+      const ack = typeof args.at(-1) === 'function' ? (args.pop() as Ack) : undefined;
+      if (!isClientEvent(event)) {
+        return refuse(ack, 'UNKNOWN_EVENT', `Unknown event ${JSON.stringify(event.slice(0, 64))}`, null);
+      }
+      handlers[event](args[0], ack).catch((err: unknown) => {
+        log.error({ err, event }, 'realtime: handler failed');
+      });
+    });
+
+    socket.on('disconnecting', () => {
+      for (const room of socket.rooms) {
+        if (room !== socket.id) socket.to(room).emit('presence:leave', { meta: { channel: room }, member });
+      }
+    });
+  });
+
+  /** Everyone subscribed to `channel`, on every instance; only this instance's if the others do not answer. */
+  const membersOf = async (channel: string): Promise<PresenceMember[]> => {
+    const toMember = (s: { data: Caller }): PresenceMember => ({
+      presenceId: s.data.presenceId,
+      userId: s.data.userId ?? null,
+    });
+    try {
+      return (await io.in(channel).fetchSockets()).map(toMember);
+    } catch (err) {
+      log.warn({ err, channel }, 'realtime: presence from other instances unavailable');
+      return (await io.local.in(channel).fetchSockets()).map(toMember);
+    }
+  };
+
+  return {
+    publish,
+    async close() {
+      io.local.disconnectSockets(true);
+      io.engine.close();
+      await new Promise<void>((resolve) => {
+        // Closes the adapter (and tells the other instances) without closing the HTTP server, which is Fastify's.
+        const adapter = io.of('/').adapter as { close?: () => Promise<void> | void };
+        Promise.resolve(adapter.close?.()).finally(resolve);
+      });
+      await fanout.close();
+    },
+  };
+}
+
+/** A handshake refusal: connect_error's message, and `data` {code, message} for programs. */
+function refusal(code: string, message: string): Error {
+  return Object.assign(new Error(message), { data: { code, message } });
+}
+
+const CHANNEL_NAME = /^[A-Za-z0-9_.:@/-]{1,255}$/;
+
+/** The channel a (possibly malformed) request names, echoed back in errors when it is a valid name. */
+function channelOf(payload: unknown): string | null {
+  const channel = (payload as { channel?: unknown } | null)?.channel;
+  return typeof channel === 'string' && CHANNEL_NAME.test(channel) ? channel : null;
+}
