@@ -89,6 +89,54 @@ export const operations = {
     "secured": true,
     "bodyRequired": false,
     "bodyLimit": null
+  },
+  "listRealtimeChannels": {
+    "method": "GET",
+    "path": "/api/realtime/channels",
+    "tag": "realtime",
+    "secured": true,
+    "bodyRequired": false,
+    "bodyLimit": null
+  },
+  "createRealtimeChannel": {
+    "method": "POST",
+    "path": "/api/realtime/channels",
+    "tag": "realtime",
+    "secured": true,
+    "bodyRequired": true,
+    "bodyLimit": 16384
+  },
+  "updateRealtimeChannel": {
+    "method": "PATCH",
+    "path": "/api/realtime/channels/{channelId}",
+    "tag": "realtime",
+    "secured": true,
+    "bodyRequired": true,
+    "bodyLimit": 16384
+  },
+  "deleteRealtimeChannel": {
+    "method": "DELETE",
+    "path": "/api/realtime/channels/{channelId}",
+    "tag": "realtime",
+    "secured": true,
+    "bodyRequired": false,
+    "bodyLimit": null
+  },
+  "publishRealtimeMessage": {
+    "method": "POST",
+    "path": "/api/realtime/messages",
+    "tag": "realtime",
+    "secured": true,
+    "bodyRequired": true,
+    "bodyLimit": 16384
+  },
+  "listRealtimeMessages": {
+    "method": "GET",
+    "path": "/api/realtime/messages",
+    "tag": "realtime",
+    "secured": true,
+    "bodyRequired": false,
+    "bodyLimit": null
   }
 } as const;
 
@@ -110,6 +158,7 @@ export const errorCodes = [
   "REFRESH_TOKEN_INVALID",
   "REFRESH_TOKEN_REUSED",
   "NOT_FOUND",
+  "CHANNEL_ALREADY_EXISTS",
   "METHOD_NOT_ALLOWED",
   "PAYLOAD_TOO_LARGE",
   "UNSUPPORTED_MEDIA_TYPE",

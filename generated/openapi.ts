@@ -325,9 +325,12 @@ export interface paths {
          *     facility, read from the database catalogue (`pg_policies`):
          *
          *     - `subscribe`: the policies on the `realtime.channels` table, which
-         *       decide who may subscribe to which channels;
-         *     - `publish`: the policies on the `realtime.messages` table, which
-         *       decide who may publish messages.
+         *       decide who may subscribe to which channels (a socket may subscribe
+         *       when, acting as it, a `SELECT` finds the channel);
+         *     - `publish`: the policies on the `realtime.messages` table: its
+         *       `INSERT` policies decide who may publish (a message is inserted
+         *       acting as its sender), and its `SELECT` policies who may read a
+         *       channel's history.
          *
          *     Each list is ordered by `policyName`; `roles` is always an array of
          *     role names. Any signed-in user may read them. The list reflects the
@@ -340,6 +343,122 @@ export interface paths {
         get: operations["getRealtimePermissions"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/realtime/channels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List realtime channels
+         * @description Returns every channel pattern, ordered by `pattern`. **Administrators
+         *     only**: any other authenticated caller receives `403 FORBIDDEN`.
+         *
+         *     A channel row names the channels that may exist: `pattern` is matched
+         *     with SQL `LIKE` against the channel a client subscribes to or
+         *     publishes on, so `%` matches any run of characters and `_` any one
+         *     character (`order:%` covers `order:1` and `order:abc`). Who may
+         *     subscribe and publish is then up to the realtime policies (see
+         *     `GET /api/realtime/permissions`); the default ones admit any signed-in
+         *     user to every enabled channel.
+         */
+        get: operations["listRealtimeChannels"];
+        put?: never;
+        /**
+         * Create a realtime channel
+         * @description Adds a channel pattern. **Administrators only.** A pattern that
+         *     already exists gets `409 CHANNEL_ALREADY_EXISTS`. New channels are
+         *     enabled unless `enabled: false` is given.
+         */
+        post: operations["createRealtimeChannel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/realtime/channels/{channelId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a realtime channel
+         * @description Removes a channel pattern. **Administrators only.** Messages already
+         *     published keep their channel name (their history stays readable
+         *     while another pattern covers the name).
+         */
+        delete: operations["deleteRealtimeChannel"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a realtime channel
+         * @description Enables or disables a channel, or changes its description.
+         *     **Administrators only.** The pattern cannot change: delete the
+         *     channel and create another.
+         *
+         *     Disabling a channel stops new subscriptions and publishes at once
+         *     (the default policies admit enabled channels only); sockets already
+         *     subscribed stay subscribed but can no longer publish.
+         */
+        patch: operations["updateRealtimeChannel"];
+        trace?: never;
+    };
+    "/api/realtime/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a channel's history
+         * @description Returns the messages of one channel in the order subscribers received
+         *     them (commit order), oldest first, read acting as the caller: the
+         *     policies on `realtime.messages` decide what is returned (by default,
+         *     a signed-in user reads the history of every channel it may subscribe
+         *     to; anything else gets an empty list).
+         *
+         *     A client that reconnects passes the `messageId` of the last message
+         *     it received as `after` and gets what it missed; it repeats with the
+         *     last id of each page while `hasMore` is true. An `after` that the
+         *     caller cannot read on this channel (unknown, deleted by the
+         *     retention, or another channel's) gets `404 NOT_FOUND`. Messages are
+         *     kept for `REALTIME_RETENTION_DAYS` days (7 by default).
+         */
+        get: operations["listRealtimeMessages"];
+        put?: never;
+        /**
+         * Publish a realtime message
+         * @description Publishes a message from a server, with the same check as a socket's
+         *     `realtime:publish`: the message is inserted into `realtime.messages`
+         *     acting as the caller, so the publish policies decide. When they
+         *     refuse, the answer is `403 FORBIDDEN` and nothing is delivered.
+         *     Unlike a socket, the caller does not need to be subscribed.
+         *
+         *     An accepted message reaches every subscriber of the channel, on every
+         *     instance, as a socket.io event named after `event`, whose argument is
+         *     the payload plus `meta` (see `/asyncapi.yaml`).
+         *
+         *     - `payload` must be a JSON object without a `meta` property, at most
+         *       `REALTIME_MAX_PAYLOAD_BYTES` bytes as JSON (4096 by default);
+         *       larger ones get `413 PAYLOAD_TOO_LARGE`.
+         *     - `senderId` defaults to the caller; the default policy refuses any
+         *       other value.
+         */
+        post: operations["publishRealtimeMessage"];
         delete?: never;
         options?: never;
         head?: never;
@@ -368,6 +487,7 @@ export interface components {
          *     | `REFRESH_TOKEN_INVALID` | 401 | The refresh token is missing, unknown, expired or revoked. |
          *     | `REFRESH_TOKEN_REUSED` | 401 | An already exchanged refresh token was presented again; the whole session has been revoked. |
          *     | `NOT_FOUND` | 404 | No route or resource matches the request. |
+         *     | `CHANNEL_ALREADY_EXISTS` | 409 | A realtime channel with this pattern exists already. |
          *     | `METHOD_NOT_ALLOWED` | 405 | The path exists but does not accept this HTTP method. |
          *     | `PAYLOAD_TOO_LARGE` | 413 | The request body exceeds the size limit. |
          *     | `UNSUPPORTED_MEDIA_TYPE` | 415 | The request body is not `application/json`. |
@@ -382,7 +502,7 @@ export interface components {
          *     | `HEADERS_TOO_LARGE` | 431 | The request's headers exceed 16 KiB; the connection is closed. Sent by the HTTP layer, before any operation. |
          * @enum {string}
          */
-        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "UNAUTHORIZED" | "TOKEN_EXPIRED" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
+        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "UNAUTHORIZED" | "TOKEN_EXPIRED" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
         /**
          * @description The body of every error response.
          * @example {
@@ -621,6 +741,83 @@ export interface components {
             /** @description Policies on `realtime.messages`, which govern publishing messages. */
             publish: components["schemas"]["PolicyList"];
         };
+        /**
+         * @description A channel's name, such as `order:123` or `chat:room-1`.
+         * @example order:123
+         */
+        ChannelName: string;
+        /**
+         * @description A channel name in which `%` matches any run of characters and `_`
+         *     any one character (SQL `LIKE`).
+         * @example order:%
+         */
+        ChannelPattern: string;
+        Channel: {
+            /** Format: uuid */
+            id: string;
+            pattern: components["schemas"]["ChannelPattern"];
+            description: string | null;
+            /** @description Whether the channel may be subscribed to and published on (under the default policies). */
+            enabled: boolean;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        ChannelList: {
+            channels: components["schemas"]["Channel"][];
+        };
+        CreateChannelRequest: {
+            pattern: components["schemas"]["ChannelPattern"];
+            description?: string | null;
+            /** @default true */
+            enabled?: boolean;
+        };
+        UpdateChannelRequest: {
+            description?: string | null;
+            enabled?: boolean;
+        };
+        PublishMessageRequest: {
+            channel: components["schemas"]["ChannelName"];
+            /**
+             * @description The socket.io event name subscribers receive: 1 to 64 characters,
+             *     not starting with `realtime:` or `presence:`, and none of
+             *     socket.io's reserved names.
+             */
+            event: string;
+            /** @description Any JSON object without a `meta` property (the service adds it). */
+            payload: {
+                [key: string]: unknown;
+            };
+            /**
+             * Format: uuid
+             * @description Who the message is from; the caller by default. The publish policies decide whether another value is accepted.
+             */
+            senderId?: string;
+        };
+        RealtimeMessage: {
+            /** Format: uuid */
+            messageId: string;
+            channel: components["schemas"]["ChannelName"];
+            event: string;
+            payload: {
+                [key: string]: unknown;
+            };
+            /** @enum {string} */
+            senderType: "user" | "system";
+            /** Format: uuid */
+            senderId: string | null;
+            /**
+             * Format: date-time
+             * @description When the message was accepted (the `meta.timestamp` subscribers received).
+             */
+            timestamp: string;
+        };
+        RealtimeMessageList: {
+            messages: components["schemas"]["RealtimeMessage"][];
+            /** @description Whether more messages follow the last one returned. */
+            hasMore: boolean;
+        };
     };
     responses: {
         /**
@@ -668,6 +865,38 @@ export interface components {
                  *       "error": "FORBIDDEN",
                  *       "message": "Administrator role required",
                  *       "statusCode": 403
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `NOT_FOUND`: the resource named in the path or query does not exist (or the caller may not see it). */
+        NotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "NOT_FOUND",
+                 *       "message": "No such channel",
+                 *       "statusCode": 404
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `CHANNEL_ALREADY_EXISTS`: a channel with this pattern exists already. */
+        Conflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "CHANNEL_ALREADY_EXISTS",
+                 *       "message": "A channel with this pattern exists already",
+                 *       "statusCode": 409
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -833,6 +1062,8 @@ export interface components {
          * @example ada
          */
         Search: string;
+        /** @description The channel's id. */
+        ChannelId: string;
         /**
          * @description The `csrfToken` returned with the session. Required for web clients
          *     (whose refresh token travels in the cookie); ignored for mobile and
@@ -1561,6 +1792,16 @@ export interface operations {
                      *             ],
                      *             "using": null,
                      *             "withCheck": "((sender_id = auth.uid()) AND (channel_name = realtime.channel_name()) AND (EXISTS ( SELECT 1\n   FROM realtime.channels c\n  WHERE (c.enabled AND (realtime.channel_name() ~~ c.pattern) AND ((messages.channel_id IS NULL) OR (c.id = messages.channel_id))))))"
+                     *           },
+                     *           {
+                     *             "policyName": "authenticated_can_read_subscribable_channels",
+                     *             "tableName": "messages",
+                     *             "command": "SELECT",
+                     *             "roles": [
+                     *               "authenticated"
+                     *             ],
+                     *             "using": "((channel_name = realtime.channel_name()) AND (EXISTS ( SELECT 1\n   FROM realtime.channels c\n  WHERE (c.enabled AND (realtime.channel_name() ~~ c.pattern)))))",
+                     *             "withCheck": null
                      *           }
                      *         ]
                      *       }
@@ -1570,6 +1811,207 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listRealtimeChannels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description All channels. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChannelList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createRealtimeChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "pattern": "order:%",
+                 *       "description": "Order-specific events (order:123)"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateChannelRequest"];
+            };
+        };
+        responses: {
+            /** @description The channel was created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Channel"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteRealtimeChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The channel's id. */
+                channelId: components["parameters"]["ChannelId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The channel was deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateRealtimeChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The channel's id. */
+                channelId: components["parameters"]["ChannelId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "enabled": false
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdateChannelRequest"];
+            };
+        };
+        responses: {
+            /** @description The channel as updated. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Channel"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listRealtimeMessages: {
+        parameters: {
+            query: {
+                /** @description The channel, as subscribed to. */
+                channel: components["schemas"]["ChannelName"];
+                /** @description Return only messages after this one (its `messageId`). */
+                after?: string;
+                /** @description Maximum number of messages to return (1 to 1000). */
+                limit?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the channel's history. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RealtimeMessageList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    publishRealtimeMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "channel": "order:123",
+                 *       "event": "status_changed",
+                 *       "payload": {
+                 *         "status": "shipped"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["PublishMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description The message was accepted and is being delivered. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RealtimeMessage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

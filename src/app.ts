@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fastifyCookie from '@fastify/cookie';
 import fastifyJwt from '@fastify/jwt';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { LoggerOptions } from 'pino';
 import { jwtOptions } from './auth/access-token.ts';
 import { createAuthService } from './auth/auth-service.ts';
@@ -14,7 +14,7 @@ import type { AppContext } from './context.ts';
 import { registerContractDocs, registerContractRoutes } from './contract-routes.ts';
 import type { DatabaseHandle } from './db/database.ts';
 import { createEmbeddingsService } from './embeddings/embeddings-service.ts';
-import { errorHandler, notFoundHandler } from './errors.ts';
+import { errorHandler, notFoundHandler, toErrorResponse } from './errors.ts';
 import { clientErrorHandler, serverFactory } from './http-server.ts';
 import { createMailer } from './mail/mailer.ts';
 import { registerRateLimits } from './rate-limits.ts';
@@ -66,6 +66,11 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     // Operations set their own limits (x-body-limit in openapi.yaml); other routes take no body.
     bodyLimit: 16 * 1024,
     serverFactory: serverFactory(config),
+    // A path that cannot be decoded (a stray `%`) is refused before routing: in the Error shape too.
+    frameworkErrors: (err, _request, reply: FastifyReply) => {
+      const { body, headers } = toErrorResponse(err);
+      void reply.code(body.statusCode).headers(headers).send(body);
+    },
     clientErrorHandler,
     trustProxy:
       typeof config.trustProxy === 'number'

@@ -43,7 +43,16 @@ t.test('GET /api/realtime/permissions', async (t) => {
     const body = await permissions();
     assertMatchesSchema(t, body, 'RealtimePermissions');
     t.same(body.subscribe.policies, [subscribePolicy]);
-    t.equal(body.publish.policies.length, 1);
+    t.same(
+      names(body.publish),
+      ['authenticated_can_publish_as_self', 'authenticated_can_read_subscribable_channels'],
+      'messages: who may publish (INSERT) and who may read the history (SELECT)',
+    );
+    const read = body.publish.policies[1];
+    t.equal(read.command, 'SELECT');
+    t.same(read.roles, ['authenticated']);
+    t.match(read.using, /channel_name = realtime\.channel_name\(\)/);
+    t.equal(read.withCheck, null);
     const publish = body.publish.policies[0];
     t.equal(publish.policyName, 'authenticated_can_publish_as_self');
     t.equal(publish.tableName, 'messages');
@@ -190,14 +199,14 @@ t.test('the default policies allow and deny', async (t) => {
       'but not into another (disabled) channel’s row',
     );
     const forged = await asRealtimeCaller(db, { userId: alice, channel: 'room:42' }, (trx) =>
-      sql`insert into realtime.messages (id, channel_name, event, sender_id) values (gen_random_uuid(), 'room:42', 'x', ${alice})`.execute(
+      sql`insert into realtime.messages (channel_name, event, sender_id, sender_type) values ('room:42', 'x', ${alice}, 'system')`.execute(
         trx,
       ),
     ).then(
       () => 'allowed',
       (err: { code?: string }) => (err.code === '42501' ? 'denied' : `error ${err.code}`),
     );
-    t.equal(forged, 'denied', 'the id (like created_at) is the database’s to choose');
+    t.equal(forged, 'denied', 'a caller cannot claim to be the system (sender_type is the database’s)');
     const stored = await db.selectFrom('realtime.messages').select(['channel_name', 'sender_id']).execute();
     t.same(
       stored,

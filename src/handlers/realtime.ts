@@ -1,9 +1,119 @@
 import type { AppContext } from '../context.ts';
-import type { HandlersFor } from './types.ts';
+import {
+  type ChannelRow,
+  createChannel,
+  deleteChannel,
+  listChannels,
+  updateChannel,
+} from '../db/repositories/realtime-channels.ts';
+import { ApiError } from '../errors.ts';
+import { readHistory } from '../realtime/history.ts';
+import type { HandlersFor, OperationRequest } from './types.ts';
+
+type RealtimeOperation =
+  | 'getRealtimePermissions'
+  | 'listRealtimeChannels'
+  | 'createRealtimeChannel'
+  | 'updateRealtimeChannel'
+  | 'deleteRealtimeChannel'
+  | 'publishRealtimeMessage'
+  | 'listRealtimeMessages';
+
+const MAX_HISTORY_PAGE = 1000;
+
+function requireAdmin(request: OperationRequest<RealtimeOperation>): void {
+  if (request.user.role !== 'admin') {
+    throw new ApiError(403, 'FORBIDDEN', 'Only administrators may manage realtime channels');
+  }
+}
+
+const noSuchChannel = () => new ApiError(404, 'NOT_FOUND', 'No such channel');
+
+function toChannel(row: ChannelRow) {
+  return {
+    id: row.id,
+    pattern: row.pattern,
+    description: row.description,
+    enabled: row.enabled,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
 
 /** Handlers of the `realtime` tag. */
-export function realtimeHandlers(ctx: AppContext): HandlersFor<'getRealtimePermissions'> {
+export function realtimeHandlers(ctx: AppContext): HandlersFor<RealtimeOperation> {
   return {
     getRealtimePermissions: async () => ctx.realtimePolicies.get(),
-  } satisfies HandlersFor<'getRealtimePermissions'>;
+
+    async listRealtimeChannels(request) {
+      requireAdmin(request);
+      return { channels: (await listChannels(ctx.db)).map(toChannel) };
+    },
+
+    async createRealtimeChannel(request, reply) {
+      requireAdmin(request);
+      const { pattern, description = null, enabled = true } = request.body;
+      const row = await createChannel(ctx.db, { pattern, description, enabled });
+      if (row === undefined) {
+        throw new ApiError(409, 'CHANNEL_ALREADY_EXISTS', 'A channel with this pattern exists already');
+      }
+      reply.code(201);
+      return toChannel(row);
+    },
+
+    async updateRealtimeChannel(request) {
+      requireAdmin(request);
+      const row = await updateChannel(ctx.db, request.params.channelId, request.body, ctx.clock.now());
+      if (row === undefined) throw noSuchChannel();
+      return toChannel(row);
+    },
+
+    async deleteRealtimeChannel(request, reply) {
+      requireAdmin(request);
+      if (!(await deleteChannel(ctx.db, request.params.channelId))) throw noSuchChannel();
+      reply.code(204);
+      return undefined;
+    },
+
+    async publishRealtimeMessage(request, reply) {
+      const { channel, event, payload, senderId } = request.body;
+      const outcome = await ctx.realtime.publish({
+        userId: request.user.sub,
+        channel,
+        event,
+        payload,
+        ...(senderId === undefined ? {} : { senderId }),
+      });
+      if (!outcome.ok) {
+        if (outcome.code === 'PAYLOAD_TOO_LARGE') throw new ApiError(413, 'PAYLOAD_TOO_LARGE', outcome.message);
+        throw new ApiError(403, 'FORBIDDEN', outcome.message);
+      }
+      reply.code(201);
+      const { meta } = outcome;
+      return {
+        messageId: meta.messageId,
+        channel,
+        event,
+        payload,
+        senderType: meta.senderType,
+        senderId: meta.senderId,
+        timestamp: meta.timestamp,
+      };
+    },
+
+    async listRealtimeMessages(request) {
+      const { channel, after } = request.query;
+      const limit = request.query.limit === undefined ? 100 : Number(request.query.limit);
+      if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_HISTORY_PAGE) {
+        throw new ApiError(400, 'INVALID_INPUT', `query.limit must be an integer from 1 to ${MAX_HISTORY_PAGE}`);
+      }
+      const page = await readHistory(ctx.db, request.user.sub, {
+        channel,
+        limit,
+        ...(after === undefined ? {} : { after }),
+      });
+      if ('afterNotFound' in page) throw new ApiError(404, 'NOT_FOUND', 'No such message on this channel');
+      return page;
+    },
+  } satisfies HandlersFor<RealtimeOperation>;
 }

@@ -12,7 +12,10 @@ export type RequestBody<K extends keyof operations> =
       ? Json<NonNullable<RB>> | undefined
       : undefined;
 
-type Parameters<K extends keyof operations, In extends 'query' | 'header'> = Operation<K>['parameters'] extends {
+type Parameters<
+  K extends keyof operations,
+  In extends 'query' | 'header' | 'path',
+> = Operation<K>['parameters'] extends {
   [P in In]?: infer Q;
 }
   ? NonNullable<Q>
@@ -25,6 +28,7 @@ export type SuccessBody<K extends keyof operations> = {
 
 export type OperationRequest<K extends keyof operations> = FastifyRequest<{
   Body: RequestBody<K>;
+  Params: Parameters<K, 'path'>;
   Querystring: Parameters<K, 'query'>;
   Headers: Parameters<K, 'header'>;
 }>;

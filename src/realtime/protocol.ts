@@ -1,11 +1,7 @@
-import { readFileSync } from 'node:fs';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { parse } from 'yaml';
-import { projectFile } from '../project-file.ts';
-
-/** asyncapi.yaml as written: served at /asyncapi.yaml, and the source of the validators below. */
-export const asyncApiYaml: string = readFileSync(projectFile('asyncapi.yaml'), 'utf8');
+import { asyncapiYaml } from '../spec.ts';
 
 /** The events a client may send, and the asyncapi.yaml schema of each one's payload. */
 export const clientEvents = {
@@ -57,7 +53,8 @@ type Payloads = {
   'realtime:publish': PublishRequest;
 };
 
-const document = parse(asyncApiYaml) as { components: { schemas: Record<string, unknown> } };
+// The payload schemas of asyncapi.yaml validate what clients send.
+const document = parse(asyncapiYaml) as { components: { schemas: Record<string, unknown> } };
 const ajv = new Ajv({ strict: false, allErrors: false });
 addFormats.default(ajv);
 ajv.addSchema({ $id: 'asyncapi', components: document.components });
