@@ -1830,6 +1830,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "channels": [
+                     *         {
+                     *           "id": "0b4f3b8e-4c0e-4f4e-9a57-1d2c3b4a5f60",
+                     *           "pattern": "order:%",
+                     *           "description": "Order-specific events (order:123)",
+                     *           "enabled": true,
+                     *           "createdAt": "2026-11-21T09:30:00.000Z",
+                     *           "updatedAt": "2026-11-21T09:30:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ChannelList"];
                 };
             };
@@ -1864,6 +1878,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "0b4f3b8e-4c0e-4f4e-9a57-1d2c3b4a5f60",
+                     *       "pattern": "order:%",
+                     *       "description": "Order-specific events (order:123)",
+                     *       "enabled": true,
+                     *       "createdAt": "2026-11-21T09:30:00.000Z",
+                     *       "updatedAt": "2026-11-21T09:30:00.000Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Channel"];
                 };
             };
@@ -1931,6 +1955,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "0b4f3b8e-4c0e-4f4e-9a57-1d2c3b4a5f60",
+                     *       "pattern": "order:%",
+                     *       "description": "Order-specific events (order:123)",
+                     *       "enabled": false,
+                     *       "createdAt": "2026-11-21T09:30:00.000Z",
+                     *       "updatedAt": "2026-11-21T10:05:00.000Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Channel"];
                 };
             };
@@ -1966,6 +2000,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "messages": [
+                     *         {
+                     *           "messageId": "5d0a4c9e-2f7b-4e61-8c3a-9b1e2d3f4a5b",
+                     *           "channel": "order:123",
+                     *           "event": "status_changed",
+                     *           "payload": {
+                     *             "status": "shipped"
+                     *           },
+                     *           "senderType": "user",
+                     *           "senderId": "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a",
+                     *           "timestamp": "2026-11-21T10:06:00.123Z"
+                     *         }
+                     *       ],
+                     *       "hasMore": false
+                     *     }
+                     */
                     "application/json": components["schemas"]["RealtimeMessageList"];
                 };
             };
@@ -2004,6 +2056,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "messageId": "5d0a4c9e-2f7b-4e61-8c3a-9b1e2d3f4a5b",
+                     *       "channel": "order:123",
+                     *       "event": "status_changed",
+                     *       "payload": {
+                     *         "status": "shipped"
+                     *       },
+                     *       "senderType": "user",
+                     *       "senderId": "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a",
+                     *       "timestamp": "2026-11-21T10:06:00.123Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["RealtimeMessage"];
                 };
             };

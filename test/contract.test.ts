@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { InjectOptions } from 'fastify';
@@ -31,7 +32,9 @@ t.test('every route of the contract is registered with its method', async (t) =>
   const { app } = await buildTestApp(t);
   for (const id of operationIds) {
     const { method, path } = operations[id];
-    t.ok(app.hasRoute({ method, url: path }), `${method} ${path} (${id})`);
+    // Fastify writes path parameters as :name, OpenAPI as {name}.
+    const url = path.replace(/\{(\w+)\}/g, ':$1');
+    t.ok(app.hasRoute({ method, url }), `${method} ${path} (${id})`);
   }
 });
 
@@ -51,10 +54,12 @@ t.test("every error code the code can produce is in the spec's ErrorCode enum", 
 
 // A request to each operation that breaks its declared input, sent with a valid token where one is needed.
 function malformedRequest(id: OperationId, token: string): InjectOptions | undefined {
-  const { method, path, secured } = operations[id];
+  const { method, secured } = operations[id];
+  // Path parameters are filled with something their schema refuses (each is a UUID).
+  const path = operations[id].path.replace(/\{\w+\}/g, 'not-a-uuid');
   const op = specOperation(id);
   const headers: Record<string, string> = secured ? { authorization: `Bearer ${token}` } : {};
-  if (op.requestBody !== undefined) {
+  if (op.requestBody !== undefined || operations[id].path.includes('{')) {
     return { method, url: path, headers, payload: { unexpectedField: true } } as InjectOptions;
   }
   const queryParameter = (op.parameters ?? []).find((p) => p.$ref?.includes('parameters/') || p.in === 'query');
@@ -79,7 +84,7 @@ t.test('a malformed request to each operation that takes input gets 400 in the E
   }
   t.same(
     withoutInput.sort(),
-    ['getCurrentSession', 'getHealth', 'getRealtimePermissions'],
+    ['getCurrentSession', 'getHealth', 'getRealtimePermissions', 'listRealtimeChannels'],
     'only operations with no parameters and no body are exempt',
   );
 });
@@ -87,7 +92,21 @@ t.test('a malformed request to each operation that takes input gets 400 in the E
 t.test('secured operations refuse a missing, malformed, foreign-key or refresh-typed token', async (t) => {
   const { app, config, database } = await buildTestApp(t);
   const secured = operationIds.filter((id) => operations[id].secured);
-  t.same(secured.sort(), ['createEmbeddings', 'getCurrentSession', 'getRealtimePermissions', 'listUsers'].sort());
+  t.same(
+    secured.sort(),
+    [
+      'createEmbeddings',
+      'getCurrentSession',
+      'getRealtimePermissions',
+      'listUsers',
+      'listRealtimeChannels',
+      'createRealtimeChannel',
+      'updateRealtimeChannel',
+      'deleteRealtimeChannel',
+      'publishRealtimeMessage',
+      'listRealtimeMessages',
+    ].sort(),
+  );
   const secret = await resolveJwtSecret(config, database.handle.db);
   const now = Math.floor(Date.now() / 1000);
   const tokens: Array<[string, string | undefined, string]> = [
@@ -118,9 +137,9 @@ t.test('secured operations refuse a missing, malformed, foreign-key or refresh-t
     for (const [label, authorization, code] of tokens) {
       const res = await app.inject({
         method,
-        url: path,
+        url: path.replace(/\{\w+\}/g, randomUUID()),
         headers: authorization === undefined ? {} : { authorization },
-        ...(method === 'POST' ? { payload: { model: 'local/x', input: 'hi' } } : {}),
+        ...(method === 'POST' || method === 'PATCH' ? { payload: { model: 'local/x', input: 'hi' } } : {}),
       } as InjectOptions);
       t.test(`${id}: ${label}`, async (t) => {
         assertErrorBody(t, res, 401, code);
