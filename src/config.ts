@@ -130,6 +130,7 @@ const envSchema = z.object({
     .min(2, 'must be a whole number of bytes (2 to 6144)')
     .max(6144, 'must be a whole number of bytes (2 to 6144)')
     .default(4096),
+  REALTIME_PUBLISH_RATE: count.default(100),
   REALTIME_MAX_BUFFERED_BYTES: z.coerce
     .number({ error: 'must be a whole number of bytes (65536 to 67108864)' })
     .int('must be a whole number of bytes (65536 to 67108864)')
@@ -219,6 +220,8 @@ export interface Config {
     maxPayloadBytes: number;
     /** A connection whose unsent output exceeds this is disconnected (slow consumer). */
     maxBufferedBytes: number;
+    /** Publishes per second per connection (a burst of as many is allowed). */
+    publishRate: number;
   };
 }
 
@@ -342,6 +345,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       retentionDays: e.REALTIME_RETENTION_DAYS,
       maxPayloadBytes: e.REALTIME_MAX_PAYLOAD_BYTES,
       maxBufferedBytes: e.REALTIME_MAX_BUFFERED_BYTES,
+      publishRate: e.REALTIME_PUBLISH_RATE,
     }),
   });
 }

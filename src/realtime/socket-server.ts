@@ -16,6 +16,7 @@ import {
   type PresenceMember,
   type RealtimeErrorCode,
 } from './protocol.ts';
+import { PublishBudget } from './publish-budget.ts';
 import { type PublishInput, type PublishOutcome, publishMessage } from './publisher.ts';
 import { watchOutput } from './slow-consumers.ts';
 
@@ -104,6 +105,7 @@ export function startRealtimeServer(
       );
       socket.once('disconnect', () => clearTimeout(expiry));
     }
+    const budget = new PublishBudget(config.realtime.publishRate, Date.now());
     watchOutput(socket, config.realtime.maxBufferedBytes, () => {
       log.info({ presenceId: caller.presenceId }, 'realtime: slow consumer disconnected');
       sendError('SLOW_CONSUMER', 'Messages were not read fast enough; reconnect and fetch the history', null);
@@ -162,6 +164,10 @@ export function startRealtimeServer(
         const checked = checkClientPayload('realtime:publish', payload);
         if (!checked.ok) return refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
         const request = checked.value;
+        if (!budget.take(Date.now())) {
+          const message = `At most ${config.realtime.publishRate} publishes per second per connection`;
+          return refuse(ack, 'RATE_LIMITED', message, request.channel, true);
+        }
         if (!socket.rooms.has(request.channel)) {
           const message = 'Subscribe to the channel before publishing on it';
           return refuse(ack, 'NOT_SUBSCRIBED', message, request.channel, true);
