@@ -212,7 +212,7 @@ export interface Config {
   realtime: {
     /** Sockets without a token are accepted and act as the role anon. */
     allowAnon: boolean;
-    /** How messages reach the other instances; `auto`: Redis when REDIS_URL is set, else PostgreSQL's NOTIFY on PostgreSQL, else none (PGlite is one process). */
+    /** How messages reach the other instances; `auto`: none on PGlite (one process), else Redis when REDIS_URL is set, else PostgreSQL's NOTIFY. */
     adapter: 'postgres' | 'redis' | 'memory';
     /** Messages older than this are deleted. */
     retentionDays: number;
@@ -237,8 +237,9 @@ function realtimeAdapter(
   database: DatabaseConfig,
 ): 'postgres' | 'redis' | 'memory' {
   if (chosen !== 'auto') return chosen;
-  if (redisUrl !== undefined) return 'redis';
-  return database.kind === 'postgres' ? 'postgres' : 'memory';
+  // The embedded database serves one process, so there are no other instances to reach.
+  if (database.kind !== 'postgres') return 'memory';
+  return redisUrl !== undefined ? 'redis' : 'postgres';
 }
 
 // X-Forwarded-For is written by the client; trusting all of it would let anyone pick their address.

@@ -16,18 +16,26 @@ export interface Delivery {
 }
 
 /**
- * How accepted messages reach every subscriber on every instance. With PostgreSQL the notification is
- * part of the publishing transaction: PostgreSQL delivers notifications in commit order and only for
- * committed transactions, so every instance sees a channel's messages in commit order. Otherwise the
- * message is broadcast once the transaction has committed.
+ * How accepted messages reach every subscriber on every instance, in commit order per channel:
+ *
+ * - `notify` (Postgres adapter): the notification is part of the publishing transaction. PostgreSQL
+ *   delivers notifications only for committed transactions and in commit order, to every instance.
+ * - `publish-under-lock` (Redis adapter): the message is published to Redis after the commit but
+ *   before the channel's lock is released, and Redis's reply is awaited, so the next message on the
+ *   channel is published after it. Redis delivers a connection's messages in the order it took them.
+ * - `local` (in-memory adapter, PGlite): one process, one database connection: emitted after commit.
  */
 export interface Fanout {
-  /** A select-list expression to run inside the publishing transaction, or undefined. */
+  ordering: 'notify' | 'publish-under-lock' | 'local';
+  /** A select-list expression to run inside the publishing transaction (`notify`). */
   inTransaction(delivery: Delivery): RawBuilder<unknown> | undefined;
-  /** Called once the publishing transaction has committed. */
-  afterCommit(delivery: Delivery): void;
+  /** Delivers a committed message (`publish-under-lock`, `local`); resolves once it is on its way to every instance. */
+  afterCommit(delivery: Delivery): Promise<void>;
   close(): Promise<void>;
 }
+
+/** How long a publish may wait for Redis to take a message before the channel's lock is released anyway. */
+const REDIS_PUBLISH_DEADLINE_MS = 1_000;
 
 // A notification carries at most 7999 bytes: the payload limit (REALTIME_MAX_PAYLOAD_BYTES, at most
 // 6 KiB) and the limits on channel and event names keep every message below it.
@@ -39,7 +47,7 @@ const EMITTER_UID = 'emitter';
 
 /** Sets up `io`'s adapter for the configured kind and returns how to deliver messages through it. */
 export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyBaseLogger): Fanout {
-  const broadcast: Fanout['afterCommit'] = (d) => {
+  const emit = (d: Delivery) => {
     io.to(d.channel).emit(d.event, d.body);
   };
   switch (config.realtime.adapter) {
@@ -57,8 +65,9 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
         }),
       );
       return {
+        ordering: 'notify',
         inTransaction: (d) => sql`pg_notify(${NOTIFY_CHANNEL}, ${emitterMessage(d)})`,
-        afterCommit: () => {},
+        afterCommit: async () => {},
         close: () => pool.end(),
       };
     }
@@ -71,8 +80,14 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
       }
       io.adapter(createRedisAdapter(pub, sub, { key: `${config.redisKeyPrefix}socket.io` }));
       return {
+        ordering: 'publish-under-lock',
         inTransaction: () => undefined,
-        afterCommit: broadcast,
+        async afterCommit(d) {
+          // The adapter publishes on `pub` without waiting; a PING behind it on the same connection
+          // answers once Redis has taken the message.
+          emit(d);
+          await Promise.race([pub.ping(), new Promise((resolve) => setTimeout(resolve, REDIS_PUBLISH_DEADLINE_MS))]);
+        },
         close: async () => {
           sub.disconnect();
           pub.disconnect();
@@ -80,7 +95,12 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
       };
     }
     case 'memory':
-      return { inTransaction: () => undefined, afterCommit: broadcast, close: async () => {} };
+      return {
+        ordering: 'local',
+        inTransaction: () => undefined,
+        afterCommit: async (d) => emit(d),
+        close: async () => {},
+      };
   }
 }
 

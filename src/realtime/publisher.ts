@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.ts';
 import { callerSettings } from './as-user.ts';
 import type { Delivery, Fanout } from './fanout.ts';
@@ -24,8 +24,9 @@ const POLICY_REFUSED = '42501';
 
 /**
  * Publishes one message: inserted into realtime.messages acting as the caller, so that the publish
- * policies decide, then handed to the fan-out. Publishes on a channel are serialized by a transaction
- * lock on its name, which makes `seq` (history's order) the commit order, the order subscribers see.
+ * policies decide, then handed to the fan-out. Publishes on a channel are serialized by a lock on its
+ * name, which makes `seq` (history's order) the commit order, and (see Fanout) the order every
+ * subscriber sees.
  */
 export async function publishMessage(
   db: Kysely<Database>,
@@ -46,26 +47,46 @@ export async function publishMessage(
     timestamp: now.toISOString(),
   };
   const delivery: Delivery = { channel: input.channel, event: input.event, body: { ...input.payload, meta } };
-  const notify = fanout.inTransaction(delivery);
+  const caller = { userId: input.userId, channel: input.channel };
+  const lockKey = sql`hashtextextended(${`realtime:${input.channel}`}, 0)`;
+  const insert = (trx: Transaction<Database>) =>
+    trx
+      .insertInto('realtime.messages')
+      .values({
+        id: meta.messageId,
+        channel_name: input.channel,
+        event: input.event,
+        payload: sql`${payloadJson}::jsonb`,
+        sender_id: meta.senderId,
+        created_at: now,
+      })
+      .execute();
   try {
-    await db.transaction().execute(async (trx) => {
-      await sql`
-        select ${callerSettings({ userId: input.userId, channel: input.channel })},
-          pg_advisory_xact_lock(hashtextextended(${`realtime:${input.channel}`}, 0))
-          ${notify === undefined ? sql`` : sql`, ${notify}`}
-      `.execute(trx);
-      await trx
-        .insertInto('realtime.messages')
-        .values({
-          id: meta.messageId,
-          channel_name: input.channel,
-          event: input.event,
-          payload: sql`${payloadJson}::jsonb`,
-          sender_id: meta.senderId,
-          created_at: now,
-        })
-        .execute();
-    });
+    if (fanout.ordering === 'publish-under-lock') {
+      // A session lock, held past the commit until the message is on its way.
+      await db.connection().execute(async (conn) => {
+        await sql`select pg_advisory_lock(${lockKey})`.execute(conn);
+        try {
+          await conn.transaction().execute(async (trx) => {
+            await sql`select ${callerSettings(caller)}`.execute(trx);
+            await insert(trx);
+          });
+          await fanout.afterCommit(delivery);
+        } finally {
+          await sql`select pg_advisory_unlock(${lockKey})`.execute(conn);
+        }
+      });
+    } else {
+      const notify = fanout.inTransaction(delivery);
+      await db.transaction().execute(async (trx) => {
+        await sql`
+          select ${callerSettings(caller)}, pg_advisory_xact_lock(${lockKey})
+            ${notify === undefined ? sql`` : sql`, ${notify}`}
+        `.execute(trx);
+        await insert(trx);
+      });
+      await fanout.afterCommit(delivery);
+    }
   } catch (err) {
     if ((err as { code?: string }).code === POLICY_REFUSED) {
       return {
@@ -76,6 +97,5 @@ export async function publishMessage(
     }
     throw err;
   }
-  fanout.afterCommit(delivery);
   return { ok: true, meta };
 }
