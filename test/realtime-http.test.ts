@@ -259,3 +259,16 @@ t.test('publishing over HTTP: the policies decide, subscribers receive it, histo
   });
   t.same((await history('channel=room:1')).json(), { messages: [], hasMore: false }, 'nothing readable any more');
 });
+
+t.test('plain HTTP to the socket.io path gets a 400 in the Error shape (WebSocket transport only)', async (t) => {
+  const { app } = await buildTestApp(t);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as { port: number };
+  for (const path of ['/socket.io/?EIO=4&transport=polling', '/socket.io/']) {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`);
+    t.equal(res.status, 400, path);
+    t.same(Object.keys(await res.json()).sort(), ['error', 'message', 'statusCode']);
+  }
+  const other = await fetch(`http://127.0.0.1:${port}/api/health`);
+  t.equal(other.status, 200, 'other paths still reach the service');
+});

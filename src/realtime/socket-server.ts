@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import { Server, type Socket } from 'socket.io';
@@ -39,6 +40,7 @@ export interface RealtimeServer {
 
 /** Larger frames close the connection; anything smaller is checked against the payload limit. */
 const MAX_FRAME_BYTES = 1_048_576;
+const SOCKET_PATH = '/socket.io/';
 /** setTimeout's longest delay. */
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -55,10 +57,12 @@ export function startRealtimeServer(
 ): RealtimeServer {
   const log = app.log.child({ component: 'realtime' });
   const io = new Server(app.server, {
+    path: SOCKET_PATH,
     transports: ['websocket'],
     serveClient: false,
     maxHttpBufferSize: MAX_FRAME_BYTES,
   });
+  refusePlainHttp(app);
   const fanout: Fanout = attachFanout(io, config, log);
   const publish = (input: PublishInput) => publishMessage(db, fanout, input, now(), config.realtime.maxPayloadBytes);
 
@@ -227,6 +231,26 @@ export function startRealtimeServer(
       await fanout.close();
     },
   };
+}
+
+/**
+ * Only WebSocket upgrades reach socket.io (they arrive as 'upgrade', not 'request'): a plain HTTP
+ * request to its path (long-polling, a browser) gets a 400 in the service's Error shape instead of
+ * engine.io's own body.
+ */
+function refusePlainHttp(app: FastifyInstance): void {
+  const server = app.server;
+  const listeners = server.listeners('request') as Array<(req: IncomingMessage, res: ServerResponse) => void>;
+  server.removeAllListeners('request');
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (req.url?.startsWith(SOCKET_PATH) !== true) {
+      for (const listener of listeners) listener.call(server, req, res);
+      return;
+    }
+    const message = 'Realtime connections use the WebSocket transport only (socket.io: transports: ["websocket"])';
+    res.writeHead(400, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
+    res.end(JSON.stringify({ error: 'INVALID_INPUT', message, statusCode: 400 }));
+  });
 }
 
 /** A handshake refusal: connect_error's message, and `data` {code, message} for programs. */
