@@ -1,6 +1,7 @@
 /**
  * Writes generated/ from openapi.yaml: the TypeScript types of the contract (openapi-typescript),
- * the contract's operation and error-code lists, and the spec as JSON for the server to load.
+ * the contract's operation and error-code lists, and the spec as JSON for the server to load; and
+ * from asyncapi.yaml the types of the socket protocol's payloads.
  * With --check it writes nothing and exits 1 when a file in generated/ differs from what it would write.
  */
 import fs from 'node:fs';
@@ -12,7 +13,9 @@ import { parse } from 'yaml';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const specPath = path.join(root, 'openapi.yaml');
 const outDir = path.join(root, 'generated');
+const asyncapiPath = path.join(root, 'asyncapi.yaml');
 const banner = '// Generated from openapi.yaml by `npm run generate`. Do not edit.\n';
+const asyncapiBanner = '// Generated from asyncapi.yaml by `npm run generate`. Do not edit.\n';
 
 type SpecOperation = {
   operationId?: string;
@@ -72,7 +75,20 @@ async function render(): Promise<Record<string, string>> {
   // defaultNonNullable off: a property with a default (encoding_format) stays optional for callers,
   // which is what the spec means; the server applies the default.
   const ast = await openapiTS(new URL(`file://${specPath}`), { alphabetize: false, defaultNonNullable: false });
+  // The AsyncAPI payload schemas are JSON Schema, as OpenAPI 3.1's are: openapi-typescript types
+  // them when they are presented as the components of an (otherwise empty) OpenAPI document.
+  const asyncapi = parse(fs.readFileSync(asyncapiPath, 'utf8')) as { components: { schemas: unknown } };
+  const payloads = await openapiTS(
+    {
+      openapi: '3.1.0',
+      info: { title: 'asyncapi.yaml payloads', version: '0' },
+      paths: {},
+      components: { schemas: asyncapi.components.schemas },
+    } as never,
+    { alphabetize: false, defaultNonNullable: false },
+  );
   return {
+    'asyncapi.ts': `${asyncapiBanner}${astToString(payloads)}`,
     'openapi.ts': `${banner}${astToString(ast)}`,
     'contract.ts': contractModule(spec),
     'openapi.json': `${JSON.stringify(spec, null, 2)}\n`,
@@ -98,5 +114,5 @@ if (check) {
     console.error(`generated/ is stale (${stale.join(', ')}): run npm run generate and commit the result`);
     process.exit(1);
   }
-  console.log('generated/ is up to date with openapi.yaml');
+  console.log('generated/ is up to date with openapi.yaml and asyncapi.yaml');
 }

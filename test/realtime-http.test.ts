@@ -267,7 +267,7 @@ t.test('plain HTTP to the socket.io path gets a 400 in the Error shape (WebSocke
   for (const path of ['/socket.io/?EIO=4&transport=polling', '/socket.io/']) {
     const res = await fetch(`http://127.0.0.1:${port}${path}`);
     t.equal(res.status, 400, path);
-    t.same(Object.keys(await res.json()).sort(), ['error', 'message', 'statusCode']);
+    t.same(Object.keys((await res.json()) as object).sort(), ['error', 'message', 'statusCode']);
   }
   const other = await fetch(`http://127.0.0.1:${port}/api/health`);
   t.equal(other.status, 200, 'other paths still reach the service');

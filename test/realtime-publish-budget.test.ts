@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { io } from 'socket.io-client';
+import { io, type Socket } from 'socket.io-client';
 import t from 'tap';
+import type { BroadcastMessage, RealtimeClientEvents, RealtimeServerEvents } from '../src/client/index.ts';
 import { PublishBudget } from '../src/realtime/publish-budget.ts';
 import { buildTestApp } from './helpers/app.ts';
 import { accessTokenFor } from './helpers/tokens.ts';
@@ -23,7 +24,8 @@ t.test(
     await database.handle.db.insertInto('realtime.channels').values({ pattern: 'room:%' }).execute();
     await app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = app.server.address() as { port: number };
-    const socket = io(`http://127.0.0.1:${port}`, {
+    // Typed with the SDK's protocol types (generated from asyncapi.yaml).
+    const socket: Socket<RealtimeServerEvents, RealtimeClientEvents> = io(`http://127.0.0.1:${port}`, {
       transports: ['websocket'],
       reconnection: false,
       auth: { token: accessTokenFor(app) },
@@ -32,7 +34,7 @@ t.test(
     t.equal((await socket.timeout(5_000).emitWithAck('realtime:subscribe', { channel: 'room:1' })).ok, true);
     const delivered: unknown[] = [];
     const errors: Array<{ code: string }> = [];
-    socket.on('tick', (m) => delivered.push(m));
+    socket.on('tick', (m: BroadcastMessage) => delivered.push(m));
     socket.on('realtime:error', (e) => errors.push(e));
     const acks = await Promise.all(
       Array.from({ length: 8 }, (_, i) =>

@@ -16,6 +16,7 @@
 import createFetchClient from 'openapi-fetch';
 import type { components, paths } from '../../generated/openapi.ts';
 
+export type { BroadcastMessage, RealtimeClientEvents, RealtimeSchemas, RealtimeServerEvents } from './realtime.ts';
 export type { components, paths };
 export type ClientType = 'web' | 'mobile' | 'desktop';
 export type ErrorBody = components['schemas']['Error'];

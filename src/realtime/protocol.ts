@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { parse } from 'yaml';
+import type { components } from '../../generated/asyncapi.ts';
 import { asyncapiYaml } from '../spec.ts';
 
 /** The events a client may send, and the asyncapi.yaml schema of each one's payload. */
@@ -11,41 +12,13 @@ export const clientEvents = {
 } as const;
 export type ClientEvent = keyof typeof clientEvents;
 
-export interface SubscribeRequest {
-  channel: string;
-}
-export type UnsubscribeRequest = SubscribeRequest;
-export interface PublishRequest {
-  channel: string;
-  event: string;
-  payload: Record<string, unknown>;
-  senderId?: string;
-}
-
-export type RealtimeErrorCode =
-  | 'UNAUTHORIZED'
-  | 'NOT_SUBSCRIBED'
-  | 'INVALID_PAYLOAD'
-  | 'PAYLOAD_TOO_LARGE'
-  | 'UNKNOWN_EVENT'
-  | 'RATE_LIMITED'
-  | 'TOKEN_EXPIRED'
-  | 'SLOW_CONSUMER'
-  | 'SERVICE_UNAVAILABLE'
-  | 'INTERNAL_ERROR';
-
-export interface PresenceMember {
-  presenceId: string;
-  userId: string | null;
-}
-
-export interface MessageMeta {
-  channel: string;
-  messageId: string;
-  senderType: 'user' | 'system';
-  senderId: string | null;
-  timestamp: string;
-}
+type Schemas = components['schemas'];
+export type SubscribeRequest = Schemas['SubscribeRequest'];
+export type UnsubscribeRequest = Schemas['UnsubscribeRequest'];
+export type PublishRequest = Schemas['PublishRequest'];
+export type RealtimeErrorCode = Schemas['RealtimeErrorCode'];
+export type PresenceMember = Schemas['PresenceMember'];
+export type MessageMeta = Schemas['MessageMeta'];
 
 type Payloads = {
   'realtime:subscribe': SubscribeRequest;
