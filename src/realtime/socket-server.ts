@@ -41,6 +41,14 @@ export interface RealtimeServer {
 /** Larger frames close the connection; anything smaller is checked against the payload limit. */
 const MAX_FRAME_BYTES = 1_048_576;
 const SOCKET_PATH = '/socket.io/';
+/** At shutdown, how long clients have to complete the WebSocket close before they are cut. */
+const CLOSE_GRACE_MS = 1_000;
+const WS_CLOSED = 3;
+/** The part of a `ws` WebSocket that shutdown uses (engine.io's transport holds one). */
+interface RawWebSocket {
+  readyState: number;
+  terminate(): void;
+}
 /** setTimeout's longest delay. */
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -221,13 +229,22 @@ export function startRealtimeServer(
   return {
     publish,
     async close() {
+      const engine = io.engine as unknown as { clients: Record<string, { transport?: { socket?: RawWebSocket } }> };
+      const connections = Object.values(engine.clients)
+        .map((c) => c.transport?.socket)
+        .filter((ws): ws is RawWebSocket => ws !== undefined);
       io.local.disconnectSockets(true);
       io.engine.close();
-      await new Promise<void>((resolve) => {
-        // Closes the adapter (and tells the other instances) without closing the HTTP server, which is Fastify's.
-        const adapter = io.of('/').adapter as { close?: () => Promise<void> | void };
-        Promise.resolve(adapter.close?.()).finally(resolve);
-      });
+      // Clients get a moment to take the disconnect; one that does not answer the close is cut, so
+      // that the HTTP server (which waits for every connection) can close.
+      const deadline = Date.now() + CLOSE_GRACE_MS;
+      while (connections.some((ws) => ws.readyState !== WS_CLOSED) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      for (const ws of connections) if (ws.readyState !== WS_CLOSED) ws.terminate();
+      // Closes the adapter (and tells the other instances) without closing the HTTP server, which is Fastify's.
+      const adapter = io.of('/').adapter as { close?: () => Promise<void> | void };
+      await Promise.resolve(adapter.close?.()).catch(() => {});
       await fanout.close();
     },
   };
