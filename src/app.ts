@@ -65,6 +65,9 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     },
     // Operations set their own limits (x-body-limit in openapi.yaml); other routes take no body.
     bodyLimit: 16 * 1024,
+    // Path parameters are checked by their schemas (400), however long: the HTTP layer bounds the
+    // request line. Fastify's default (100) would answer an undeclared 414 first.
+    routerOptions: { maxParamLength: 1024 * 1024 },
     serverFactory: serverFactory(config),
     // A path that cannot be decoded (a stray `%`) is refused before routing: in the Error shape too.
     frameworkErrors: (err, _request, reply: FastifyReply) => {

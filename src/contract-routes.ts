@@ -1,6 +1,7 @@
+import { Readable } from 'node:stream';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import type { FastifyInstance, onRequestHookHandler, preValidationHookHandler } from 'fastify';
+import type { FastifyInstance, onRequestHookHandler, preParsingHookHandler, preValidationHookHandler } from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
 import { operations } from '../generated/contract.ts';
 import { bearerAuth } from './auth/access-token.ts';
@@ -62,6 +63,17 @@ const rejectUnstorableStrings: preValidationHookHandler = async (request) => {
   }
 };
 
+/**
+ * An operation that declares no body ignores whatever is sent with it: Fastify would otherwise
+ * parse a DELETE's body and answer 413 or 415, which such an operation does not declare.
+ */
+const ignoreBody: preParsingHookHandler = async (request) => {
+  delete request.headers['content-type'];
+  delete request.headers['transfer-encoding'];
+  request.headers['content-length'] = '0';
+  return Readable.from([]);
+};
+
 const asArray = <T>(value: T | T[] | undefined): T[] =>
   value === undefined ? [] : Array.isArray(value) ? value : [value];
 
@@ -86,6 +98,9 @@ export async function registerContractRoutes(app: FastifyInstance, ctx: AppConte
     const hooks = [rejectUnstorableStrings];
     if (operation.bodyRequired) hooks.unshift(requireBody);
     route.preValidation = hooks;
+    if (operation.bodyLimit === null && operation.method === 'DELETE') {
+      route.preParsing = [...asArray(route.preParsing), ignoreBody] as preParsingHookHandler[];
+    }
   });
   await app.register(openapiGlue, {
     specification: structuredClone(specDocument),

@@ -131,6 +131,11 @@ export function toErrorResponse(err: unknown): { body: ErrorBody; headers: Recor
       }),
     );
   }
+  // The client's own connection broke while its body was being read (Node's "aborted"): nobody
+  // will read this answer, but it is the client's failure, not the database's.
+  if (e.code === 'ECONNRESET' && e.message === 'aborted') {
+    return toErrorResponse(new ApiError(400, 'INVALID_INPUT', 'The request body was not received completely'));
+  }
   if (isDatabaseUnavailable(err)) {
     return toErrorResponse(
       new ApiError(503, 'SERVICE_UNAVAILABLE', 'The database is not answering; try again shortly', {

@@ -128,6 +128,10 @@ interface Target {
   refreshTokens: Pool<string>;
   webSessions: Pool<{ cookie: string; csrf: string }>;
   emails: Pool<string>;
+  /** Realtime channels created (by the seed and by the fuzzed operations), for channelId. */
+  channels: Pool<string>;
+  /** Messages published, for the history's channel and `after`. */
+  messages: Pool<{ channel: string; messageId: string }>;
 }
 
 function tokenSource(target: Target): TokenSource {
@@ -140,8 +144,26 @@ function tokenSource(target: Target): TokenSource {
   };
 }
 
-/** A fixture's value in `target` now; `pick` keeps the fields of one case together (a cookie and its CSRF token). */
-function fixtureValue(target: Target, kind: FixtureKind, pick: number): string {
+/** A UUID no row has: what a UUID fixture falls back to while the app has none. */
+const NO_SUCH_ID = '00000000-0000-4000-8000-000000000000';
+const UUID = /^[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}$/i;
+
+/** The subject of the access token in an Authorization header, when it is a UUID. */
+const subjectOf = (authorization: string | undefined): string | undefined => {
+  const jwt = authorization?.trim().split(/\s+/).pop() ?? '';
+  try {
+    const sub = JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8')).sub;
+    return typeof sub === 'string' && UUID.test(sub) ? sub : undefined;
+  } catch {
+    return undefined;
+  }
+};
+
+/**
+ * A fixture's value in `target` now; `pick` keeps the fields of one case together (a cookie and its
+ * CSRF token, a message's channel and id); `authorization` is the case's own header.
+ */
+function fixtureValue(target: Target, kind: FixtureKind, pick: number, authorization: string | undefined): string {
   const mails = target.smtp.messages.filter((m) => m.code !== undefined);
   // The latest mails first: their codes are the ones still valid.
   const mail = mails.length === 0 ? undefined : mails[mails.length - 1 - (pick % Math.min(mails.length, 8))];
@@ -160,6 +182,14 @@ function fixtureValue(target: Target, kind: FixtureKind, pick: number): string {
       return mail?.to[0] ?? 'nobody@example.com';
     case 'otpToken':
       return mail?.token ?? '0'.repeat(64);
+    case 'channelId':
+      return target.channels.pick(pick) ?? NO_SUCH_ID;
+    case 'messageChannel':
+      return target.messages.pick(pick)?.channel ?? 'fuzz:room-1';
+    case 'messageId':
+      return target.messages.pick(pick)?.messageId ?? NO_SUCH_ID;
+    case 'callerId':
+      return subjectOf(authorization) ?? NO_SUCH_ID;
   }
 }
 
@@ -184,6 +214,13 @@ function absorb(target: Target, answer: Answer, requestBody: unknown): void {
   if (cookie && typeof body.csrfToken === 'string') target.webSessions.add({ cookie, csrf: body.csrfToken });
   const user = body.user as { email?: unknown } | undefined;
   if (typeof user?.email === 'string') target.emails.add(user.email);
+  // A channel as created or updated (not those of the list: the catch-all of the seed stays out of reach).
+  if (typeof body.id === 'string' && typeof body.pattern === 'string' && typeof body.enabled === 'boolean') {
+    if (!target.channels.items.includes(body.id)) target.channels.add(body.id);
+  }
+  if (typeof body.messageId === 'string' && typeof body.channel === 'string') {
+    target.messages.add({ channel: body.channel, messageId: body.messageId });
+  }
   // A sign-up that asks for verification has registered its address too.
   if (body.requireEmailVerification === true) {
     const email = (requestBody as { email?: unknown } | undefined)?.email;
@@ -225,6 +262,8 @@ async function startTarget(t: Test, name: string, env: Env, upstreamUrl: string)
     refreshTokens: new Pool(),
     webSessions: new Pool(),
     emails: new Pool(),
+    channels: new Pool(),
+    messages: new Pool(),
   };
   target.emails.add(ADMIN_EMAIL);
   return target;
@@ -279,6 +318,35 @@ async function seedSessions(target: Target, verificationRequired: boolean): Prom
   }
 }
 
+/**
+ * Realtime channels to start from: a catch-all `%` that no fixture names (so that publishing on
+ * any valid channel name may succeed whatever the fuzzed operations disable or delete), channels
+ * whose ids the channel operations get, and a few messages for the history.
+ */
+async function seedRealtime(target: Target): Promise<void> {
+  const admin = target.tokens.admin.pick(0);
+  const user = target.tokens.user.pick(0);
+  if (admin === undefined || user === undefined) throw new Error(`${target.name}: no sessions to seed channels with`);
+  const send = async (token: string, url: string, payload: object) => {
+    const r = await target.app.inject({ method: 'POST', url, headers: { authorization: `Bearer ${token}` }, payload });
+    if (r.statusCode !== 201) throw new Error(`${target.name}: POST ${url} answered ${r.statusCode} ${r.body}`);
+    return { status: r.statusCode, headers: r.headers as Answer['headers'], body: r.body, fromHttpLayer: false };
+  };
+  await send(admin, '/api/realtime/channels', { pattern: '%', description: 'fuzz: every channel' });
+  for (const pattern of ['fuzz:%', 'order:%', 'fuzz-seed-_']) {
+    absorb(target, await send(admin, '/api/realtime/channels', { pattern }), undefined);
+  }
+  for (const [channel, n] of [
+    ['fuzz:room-1', 3],
+    ['order:123', 2],
+  ] as const) {
+    for (let i = 0; i < n; i++) {
+      const payload = { channel, event: 'seeded', payload: { n: i } };
+      absorb(target, await send(user, '/api/realtime/messages', payload), payload);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cases.
 
@@ -290,6 +358,9 @@ const BODY_HINTS: Hints = {
     refreshToken: fc.constant(new Fixture('refreshToken')),
     model: fc.constantFrom(...MODELS),
     otp: fc.constantFrom(new Fixture('otpCode'), new Fixture('otpToken')),
+    // Channels that the seeded history has (any valid name is published on: the seed's `%` covers it).
+    channel: fc.constantFrom('fuzz:room-1', 'order:123'),
+    senderId: fc.constant(new Fixture('callerId')),
   },
   components: {
     VerifyEmailRequest: fc.constantFrom(
@@ -301,6 +372,9 @@ const BODY_HINTS: Hints = {
 const PARAMETER_HINTS = {
   refresh_token: fc.constant(new Fixture('webCookie')),
   'X-CSRF-Token': fc.constant(new Fixture('webCsrf')),
+  channelId: fc.constant(new Fixture('channelId')),
+  channel: fc.constant(new Fixture('messageChannel')),
+  after: fc.constant(new Fixture('messageId')),
 };
 
 function caseArbitrary(op: OperationModel, targets: number): fc.Arbitrary<FuzzCase> {
@@ -463,8 +537,13 @@ function parametersVerdict(
       if (param.required) return false;
       continue;
     }
-    // The values as the server receives them.
-    const asSent = param.in === 'query' ? wireQueryValue : param.in === 'cookie' ? wireCookieValue : wireHeaderValue;
+    // The values as the server receives them (path values are percent-encoded, as query values are).
+    const asSent =
+      param.in === 'query' || param.in === 'path'
+        ? wireQueryValue
+        : param.in === 'cookie'
+          ? wireCookieValue
+          : wireHeaderValue;
     const values = given.flatMap((e) =>
       e.values.map((v) => resolveFixtures(v, resolve)).flatMap((v) => parameterStrings(v).map(asSent)),
     );
@@ -472,13 +551,40 @@ function parametersVerdict(
     else if (values.length > 1) {
       if (param.in === 'query') return false; // an array, which no string schema accepts
       verdict = undefined;
-    } else if (param.in !== 'query' && values.some((v) => /[^\u0020-\u007e]/.test(v))) {
+    } else if (param.in !== 'query' && param.in !== 'path' && values.some((v) => /[^\u0020-\u007e]/.test(v))) {
       verdict = undefined; // header bytes beyond ASCII: Node reads them as Latin-1, not as they were generated
     } else if (!specValidator(...pointerSegments(param.pointer))(values[0] ?? '')) {
       return false;
     }
   }
   return verdict;
+}
+
+/**
+ * When a path parameter keeps the URL from addressing the operation at all, what the router answers
+ * instead: a value sent raw that cannot be percent-decoded (`%`, `%zz`) is not a URL any route can
+ * match (400, before authentication). An empty value still reaches the operation (Fastify matches
+ * `/channels/` with `channelId` empty), which refuses it as any invalid value.
+ */
+function routerExpectation(
+  op: OperationModel,
+  entries: ParamEntry[],
+  resolve: (kind: FixtureKind) => string,
+): { statuses: number[]; why: string } | undefined {
+  for (const param of op.parameters.filter((p) => p.in === 'path')) {
+    const entry = entries.find((e) => e.in === 'path' && e.name === param.name);
+    const value = entry?.values[0] === undefined ? undefined : resolveFixtures(entry.values[0], resolve);
+    if (value === undefined) continue; // left out: the template's {name} is sent as it is
+    const text = parameterStrings(value)[0] ?? '';
+    if (entry?.raw) {
+      try {
+        decodeURIComponent(text);
+      } catch {
+        return { statuses: [400], why: `path ${param.name} ${JSON.stringify(text)} is not percent-decodable` };
+      }
+    }
+  }
+  return undefined;
 }
 
 const pointerSegments = (pointer: string) =>
@@ -586,8 +692,8 @@ async function runCase(c: FuzzCase, context: RunContext): Promise<void> {
   const { op, targets, tally, watchdog } = context;
   const target = targets[c.target % targets.length] as Target;
   const started = performance.now();
-  const resolve = (kind: FixtureKind) => fixtureValue(target, kind, c.pick);
   const authorization = authorizationHeader(c.auth, tokenSource(target), c.pick);
+  const resolve = (kind: FixtureKind) => fixtureValue(target, kind, c.pick, authorization);
   const { wire, body } = wireRequest(op, c, resolve, authorization);
   const violationsBefore = violations.length;
   const replay =
@@ -660,6 +766,7 @@ async function runCase(c: FuzzCase, context: RunContext): Promise<void> {
     }
   }
 
+  const router = routerExpectation(op, c.params, resolve);
   if (answer.fromHttpLayer) {
     const codeFor: Record<number, string> = { 400: 'INVALID_INPUT', 408: 'REQUEST_TIMEOUT', 431: 'HEADERS_TOO_LARGE' };
     if (codeFor[answer.status] === undefined)
@@ -670,6 +777,15 @@ async function runCase(c: FuzzCase, context: RunContext): Promise<void> {
       problems.push(`the HTTP layer's ${answer.status} has the code ${(parsed as { error: string }).error}`);
     if (layer === undefined) problems.push('the HTTP layer refused a request that is valid HTTP/1.1');
     else if (layer !== 'either' && layer !== answer.status) problems.push(`expected the HTTP layer's ${layer}`);
+  } else if (router !== undefined) {
+    // The URL does not address the operation: the router answers, before authentication and body.
+    if (layer === 400 || layer === 431) problems.push(`expected the HTTP layer's ${layer}, but the router answered`);
+    if (!router.statuses.includes(answer.status))
+      problems.push(`${router.why}: expected the router's ${router.statuses.join(' or ')}, got ${answer.status}`);
+    const shape = errorBodyProblem(parsed, answer.status);
+    if (shape) problems.push(shape);
+    if (violations.length > violationsBefore)
+      problems.push(`contract check of the app: ${violations.slice(violationsBefore).join('; ')}`);
   } else {
     if (layer === 400 || layer === 431) problems.push(`expected the HTTP layer's ${layer}, but the operation answered`);
     if (answer.status >= 500) problems.push(`a ${answer.status}`);
@@ -762,6 +878,8 @@ t.test(`fuzzing every operation from openapi.yaml (seed ${SEED}, ${RUNS} cases p
   );
   await seedSessions(open, false);
   await seedSessions(verifying, true);
+  await seedRealtime(open);
+  await seedRealtime(verifying);
   const targets = [open, verifying];
 
   await t.test('the generator: every schema of openapi.yaml yields values the spec accepts', async (t) => {

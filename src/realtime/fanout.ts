@@ -3,10 +3,11 @@ import { createAdapter as createRedisAdapter } from '@socket.io/redis-adapter';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 import { type RawBuilder, sql } from 'kysely';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Server } from 'socket.io';
 import { MessageType } from 'socket.io-adapter';
 import type { Config } from '../config.ts';
+import { AdapterPool } from './adapter-pool.ts';
 
 /** A message on its way to the subscribers of its channel: the socket.io event and its argument. */
 export interface Delivery {
@@ -55,11 +56,9 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
       if (config.database.kind !== 'postgres') throw new Error('the Postgres adapter needs PostgreSQL');
       // Its own small pool: one connection LISTENs for as long as the server runs, the others carry
       // presence requests; the service's pool keeps all of its connections for requests.
-      const pool = new pg.Pool({ connectionString: config.database.url, max: 3, idleTimeoutMillis: 30_000 });
-      pool.on('error', () => {});
-      pool.on('connect', (client) => client.on('error', () => {}));
+      const pool = new AdapterPool(config.database.url);
       io.adapter(
-        createPostgresAdapter(pool, {
+        createPostgresAdapter(pool as unknown as pg.Pool, {
           tableName: 'realtime.socket_io_attachments',
           errorHandler: (err: Error) => log.warn({ err }, 'realtime: postgres adapter error'),
         }),

@@ -123,7 +123,10 @@ export function startRealtimeServer(
       sendError('SLOW_CONSUMER', 'Messages were not read fast enough; reconnect and fetch the history', null);
     });
 
-    /** A failure: to the acknowledgement when there is one, else (or also, for publish) as realtime:error. */
+    /**
+     * A failure: to the acknowledgement when there is one, else as realtime:error. Malformed requests,
+     * unknown events and refused publishes are also sent as realtime:error (`alsoAsEvent`).
+     */
     const refuse = (
       ack: Ack | undefined,
       code: RealtimeErrorCode,
@@ -145,7 +148,7 @@ export function startRealtimeServer(
     const handlers: Record<ClientEvent, (payload: unknown, ack: Ack | undefined) => Promise<void>> = {
       'realtime:subscribe': async (payload, ack) => {
         const checked = checkClientPayload('realtime:subscribe', payload);
-        if (!checked.ok) return refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload));
+        if (!checked.ok) return refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
         const { channel } = checked.value;
         let allowed: boolean;
         try {
@@ -164,7 +167,7 @@ export function startRealtimeServer(
       },
       'realtime:unsubscribe': async (payload, ack) => {
         const checked = checkClientPayload('realtime:unsubscribe', payload);
-        if (!checked.ok) return refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload));
+        if (!checked.ok) return refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
         const { channel } = checked.value;
         if (socket.rooms.has(channel)) {
           await socket.leave(channel);
@@ -198,7 +201,7 @@ export function startRealtimeServer(
     socket.onAny((event: string, ...args: unknown[]) => {
       const ack = typeof args.at(-1) === 'function' ? (args.pop() as Ack) : undefined;
       if (!isClientEvent(event)) {
-        return refuse(ack, 'UNKNOWN_EVENT', `Unknown event ${JSON.stringify(event.slice(0, 64))}`, null);
+        return refuse(ack, 'UNKNOWN_EVENT', `Unknown event ${JSON.stringify(event.slice(0, 64))}`, null, true);
       }
       handlers[event](args[0], ack).catch((err: unknown) => {
         log.error({ err, event }, 'realtime: handler failed');
@@ -275,10 +278,8 @@ function refusal(code: string, message: string): Error {
   return Object.assign(new Error(message), { data: { code, message } });
 }
 
-const CHANNEL_NAME = /^[A-Za-z0-9_.:@/-]{1,255}$/;
-
-/** The channel a (possibly malformed) request names, echoed back in errors when it is a valid name. */
+/** The channel a (possibly malformed) request names, echoed back in errors as given when it is a string. */
 function channelOf(payload: unknown): string | null {
   const channel = (payload as { channel?: unknown } | null)?.channel;
-  return typeof channel === 'string' && CHANNEL_NAME.test(channel) ? channel : null;
+  return typeof channel === 'string' ? channel : null;
 }

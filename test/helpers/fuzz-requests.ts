@@ -33,7 +33,21 @@ export class Fixture {
     return `fixture(${this.kind})`;
   }
 }
-export type FixtureKind = 'email' | 'refreshToken' | 'webCookie' | 'webCsrf' | 'otpCode' | 'otpEmail' | 'otpToken';
+export type FixtureKind =
+  | 'email'
+  | 'refreshToken'
+  | 'webCookie'
+  | 'webCsrf'
+  | 'otpCode'
+  | 'otpEmail'
+  | 'otpToken'
+  /** The id of a realtime channel the app has (or had: it may have been deleted since). */
+  | 'channelId'
+  /** A channel a message was published on, and that message's id (of the same message, for one case). */
+  | 'messageChannel'
+  | 'messageId'
+  /** The user id (sub) of the case's own Bearer token. */
+  | 'callerId';
 export type FixtureResolver = (kind: FixtureKind) => string;
 
 /** `value` with every Fixture replaced by what `resolve` gives for it. */

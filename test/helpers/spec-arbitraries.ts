@@ -4,7 +4,11 @@
 // parameters, body, security, body limit) read from the spec and cross-checked against
 // generated/contract.ts. Nothing here knows about a particular operation: a new operation, field
 // or constraint in openapi.yaml is generated from as soon as it is written; a schema keyword this
-// converter does not know fails loudly (UnsupportedSchemaError) instead of being ignored.
+// converter does not know fails loudly (UnsupportedSchemaError) instead of being ignored. Where a
+// keyword cannot be generated from directly (a general `not`, a pattern's lookahead), values are
+// generated from the rest of the schema and filtered with Ajv, the validator the service uses.
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
 import { fullFormats } from 'ajv-formats/dist/formats.js';
 import fc from 'fast-check';
 import { type OperationId, operations } from '../../generated/contract.ts';
@@ -54,6 +58,10 @@ const HANDLED = new Set([
   'properties',
   'required',
   'additionalProperties',
+  'minProperties',
+  'maxProperties',
+  'propertyNames',
+  'not',
   'oneOf',
   'anyOf',
 ]);
@@ -73,6 +81,50 @@ export function specAt(pointer: string): unknown {
 }
 
 const isAnnotation = (key: string) => ANNOTATIONS.has(key) || key.startsWith('x-');
+
+// The whole spec under the id "spec", so that a schema taken out of it compiles with its $refs.
+const ajv = new Ajv2020({ strict: false });
+addFormats.default(ajv);
+ajv.addSchema({ ...specDocument, $id: 'spec' });
+const validators = new Map<string, ValidateFunction>();
+
+/** A schema with its local $refs ("#/components/...") pointing into the spec added to Ajv. */
+function rebased(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(rebased);
+  if (node === null || typeof node !== 'object') return node;
+  return Object.fromEntries(
+    Object.entries(node).map(([k, v]) => [
+      k,
+      k === '$ref' && typeof v === 'string' && v.startsWith('#') ? `spec${v}` : rebased(v),
+    ]),
+  );
+}
+
+/** Ajv's verdict (the service validates with Ajv too) on values against a schema of openapi.yaml. */
+export function schemaValidator(schema: JsonSchema): ValidateFunction {
+  const key = JSON.stringify(schema);
+  let validate = validators.get(key);
+  if (validate === undefined) {
+    validate = ajv.compile(rebased(schema) as JsonSchema);
+    validators.set(key, validate);
+  }
+  return validate;
+}
+
+/** Structural equality of JSON values (what `enum` and `const` compare by). */
+function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  return (
+    ka.length === kb.length &&
+    ka.every(
+      (k) => Object.hasOwn(b, k) && jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]),
+    )
+  );
+}
 
 /**
  * A schema with its $ref followed (a ref's siblings may only be annotations, as in the spec), and the
@@ -216,7 +268,46 @@ export function valueArbitrary(schema: JsonSchema, hints: Hints = {}, where = '#
   return mixIn(own, component === undefined ? undefined : hints.components?.[component]);
 }
 
+/**
+ * The values a `not` schema excludes, when it lists them (`not: {enum: [...]}`, `not: {const: x}`);
+ * undefined for any other `not`. Checks the `not` schema's keywords either way.
+ */
+export function excludedValues(notSchema: JsonSchema, where: string): unknown[] | undefined {
+  // Every keyword of the excluded schema must be known too (and a mutation generates from it).
+  valueArbitrary(notSchema, {}, where);
+  const { schema: n } = deref(notSchema, where);
+  const constraining = Object.keys(n).filter((k) => !isAnnotation(k));
+  if (constraining.length === 1 && constraining[0] === 'const') return [n.const];
+  if (constraining.length === 1 && constraining[0] === 'enum' && Array.isArray(n.enum)) return n.enum as unknown[];
+  return undefined;
+}
+
+/**
+ * Values of `rest` that `notSchema` does not accept. Excluded values that are listed are taken out
+ * of an enum before generating, or else filtered out (a listed few are rarely hit); any other `not`
+ * filters what `rest` generates with Ajv.
+ */
+function excluding(rest: JsonSchema, notSchema: JsonSchema, hints: Hints, where: string): fc.Arbitrary<unknown> {
+  const excluded = excludedValues(notSchema, `${where}/not`);
+  if (excluded === undefined) {
+    const matchesNot = schemaValidator(notSchema);
+    return ownValueArbitrary(rest, hints, where).filter((v) => !matchesNot(v));
+  }
+  const allowed = (v: unknown) => !excluded.some((x) => jsonEqual(x, v));
+  if (rest.const !== undefined || Array.isArray(rest.enum)) {
+    const { const: _c, enum: _e, ...others } = rest;
+    const left = (rest.const !== undefined ? [rest.const] : (rest.enum as unknown[])).filter(allowed);
+    if (left.length === 0) throw new UnsupportedSchemaError(`${where}: "not" excludes every value of the enum`);
+    return ownValueArbitrary({ ...others, enum: left }, hints, where);
+  }
+  return ownValueArbitrary(rest, hints, where).filter(allowed);
+}
+
 function ownValueArbitrary(s: JsonSchema, hints: Hints, where: string): fc.Arbitrary<unknown> {
+  if (s.not !== undefined) {
+    const { not, ...rest } = s;
+    return excluding(rest, not as JsonSchema, hints, where);
+  }
   if (s.const !== undefined) return fc.constant(s.const);
   if (Array.isArray(s.enum)) {
     if (s.enum.length === 0) throw new UnsupportedSchemaError(`${where}: empty enum`);
@@ -231,7 +322,11 @@ function ownValueArbitrary(s: JsonSchema, hints: Hints, where: string): fc.Arbit
   }
   const type = (s.type as JsonType | undefined) ?? [...allowedTypes(s, where)][0];
   if (s.type === undefined && s.properties === undefined && s.items === undefined) {
-    return fc.jsonValue({ maxDepth: 2 });
+    // No type: any JSON value, held to whatever else the schema says (minProperties, say).
+    const any = fc.jsonValue({ maxDepth: 2 });
+    if (!Object.keys(s).some((k) => !isAnnotation(k))) return any;
+    const validate = schemaValidator(s);
+    return any.filter((v) => validate(v));
   }
   switch (type) {
     case 'string':
@@ -293,9 +388,99 @@ function stringArbitrary(s: JsonSchema, where: string): fc.Arbitrary<string> {
     return base.filter((v) => fitsLength(v) && (pattern === undefined || pattern.test(v)));
   }
   if (typeof s.pattern === 'string') {
-    return fc.stringMatching(new RegExp(s.pattern)).filter(fitsLength);
+    return patternArbitrary(s.pattern).filter(fitsLength);
   }
   return fc.string({ unit: validChar, minLength, ...(maxLength === undefined ? {} : { maxLength }) });
+}
+
+/**
+ * The lookaround groups of a regular expression ((?=...), (?!...), (?<=...), (?<!...)): their
+ * source text and where they are. fast-check generates no lookaround.
+ */
+function lookarounds(source: string): Array<{ start: number; end: number; negative: boolean; body: string }> {
+  const found: Array<{ start: number; end: number; negative: boolean; body: string }> = [];
+  const opens: Array<{ start: number; kind: 'lookaround' | 'group'; negative: boolean; bodyStart: number }> = [];
+  let inClass = false;
+  for (let i = 0; i < source.length; i++) {
+    const ch = source[i];
+    if (ch === '\\') {
+      i++;
+      continue;
+    }
+    if (inClass) {
+      if (ch === ']') inClass = false;
+      continue;
+    }
+    if (ch === '[') inClass = true;
+    else if (ch === '(') {
+      const head = /^\(\?<?[=!]/.exec(source.slice(i));
+      if (head) {
+        opens.push({ start: i, kind: 'lookaround', negative: head[0].endsWith('!'), bodyStart: i + head[0].length });
+        i += head[0].length - 1;
+      } else opens.push({ start: i, kind: 'group', negative: false, bodyStart: i + 1 });
+    } else if (ch === ')') {
+      const open = opens.pop();
+      if (open?.kind === 'lookaround' && !opens.some((o) => o.kind === 'lookaround')) {
+        found.push({
+          start: open.start,
+          end: i + 1,
+          negative: open.negative,
+          body: source.slice(open.bodyStart, i),
+        });
+      }
+    }
+  }
+  return found;
+}
+
+/**
+ * Strings matching `pattern`. A pattern with lookarounds is generated without them (which only
+ * widens it: they are assertions) and the strings filtered with the whole pattern.
+ */
+function patternArbitrary(pattern: string): fc.Arbitrary<string> {
+  const groups = lookarounds(pattern);
+  if (groups.length === 0) return fc.stringMatching(new RegExp(pattern));
+  let widened = '';
+  let at = 0;
+  for (const g of groups) {
+    widened += pattern.slice(at, g.start);
+    at = g.end;
+  }
+  widened += pattern.slice(at);
+  const whole = new RegExp(pattern, 'u');
+  return fc.stringMatching(new RegExp(widened)).filter((v) => whole.test(v));
+}
+
+/**
+ * Strings that a pattern's leading negative lookahead refuses (`^(?!realtime:|presence:)...` gives
+ * `realtime:<current>`), for the literal alternatives of such a lookahead.
+ */
+function lookaheadViolations(pattern: string, current: string): string[] {
+  return lookarounds(pattern)
+    .filter((g) => g.negative && (g.start === 0 || (g.start === 1 && pattern.startsWith('^'))))
+    .flatMap((g) => g.body.split('|'))
+    .filter((alternative) => /^(?:[A-Za-z0-9 _:,;\-/@#]|\\[^A-Za-z0-9])*$/.test(alternative))
+    .map((alternative) => `${alternative.replace(/\\(.)/g, '$1')}${current}`);
+}
+
+/** Whether a property name is allowed by the object schema's `propertyNames` (any is, without one). */
+export function propertyNameAllowed(s: JsonSchema, name: string): boolean {
+  return s.propertyNames === undefined || schemaValidator(s.propertyNames as JsonSchema)(name) === true;
+}
+
+/** Names for undeclared properties: short strings, held to `propertyNames` when there is one. */
+function propertyNameArbitrary(s: JsonSchema, where: string): fc.Arbitrary<string> {
+  if (s.propertyNames === undefined) return fc.string({ minLength: 1, maxLength: 12 });
+  const { schema: names } = deref(s.propertyNames as JsonSchema, `${where}/propertyNames`);
+  // A name is a string whatever the schema says; short unless the schema wants longer ones.
+  const minLength = (names.minLength as number | undefined) ?? 1;
+  const maxLength = (names.maxLength as number | undefined) ?? Math.max(12, minLength);
+  const arbitrary = ownValueArbitrary(
+    { ...names, minLength, maxLength, type: 'string' },
+    {},
+    `${where}/propertyNames`,
+  ) as fc.Arbitrary<string>;
+  return arbitrary.filter((name) => propertyNameAllowed(s, name));
 }
 
 function objectArbitrary(s: JsonSchema, hints: Hints, where: string): fc.Arbitrary<Record<string, unknown>> {
@@ -305,21 +490,55 @@ function objectArbitrary(s: JsonSchema, hints: Hints, where: string): fc.Arbitra
     if (!(name in properties) && s.additionalProperties === false) {
       throw new UnsupportedSchemaError(`${where}: required "${name}" is not among the properties`);
     }
+    if (!propertyNameAllowed(s, name)) {
+      throw new UnsupportedSchemaError(`${where}: required "${name}" is not allowed by propertyNames`);
+    }
   }
   const model: Record<string, fc.Arbitrary<unknown>> = {};
   for (const [name, propertySchema] of Object.entries(properties)) {
+    // A declared property whose name propertyNames refuses can never be present.
+    if (!propertyNameAllowed(s, name)) continue;
     model[name] = mixIn(valueArbitrary(propertySchema, hints, `${where}/properties/${name}`), hints.properties?.[name]);
   }
-  const declared = fc.record(model, { requiredKeys: required.filter((name) => name in properties) });
-  if (s.additionalProperties === false) return declared;
+  const requiredKeys = required.filter((name) => name in model);
   const extraValue =
     typeof s.additionalProperties === 'object'
       ? valueArbitrary(s.additionalProperties as JsonSchema, hints, `${where}/additionalProperties`)
       : fc.jsonValue({ maxDepth: 1 });
-  const extraKey = fc.string({ minLength: 1, maxLength: 12 }).filter((k) => !(k in properties) && k !== '__proto__');
-  return fc
-    .tuple(declared, fc.dictionary(extraKey, extraValue, { maxKeys: 3 }))
-    .map(([own, extra]) => ({ ...extra, ...own }));
+  const extraKey = propertyNameArbitrary(s, where).filter((k) => !(k in properties) && k !== '__proto__');
+  if (s.minProperties === undefined && s.maxProperties === undefined) {
+    const declared = fc.record(model, { requiredKeys });
+    if (s.additionalProperties === false) return declared;
+    return fc
+      .tuple(declared, fc.dictionary(extraKey, extraValue, { maxKeys: 3 }))
+      .map(([own, extra]) => ({ ...extra, ...own }));
+  }
+
+  // minProperties / maxProperties: which optional properties are present is chosen up front (as
+  // many as the counts need), and undeclared ones make up the rest where they are allowed.
+  const minProperties = (s.minProperties as number | undefined) ?? 0;
+  const maxProperties = (s.maxProperties as number | undefined) ?? Number.POSITIVE_INFINITY;
+  const optional = Object.keys(model).filter((name) => !requiredKeys.includes(name));
+  const extrasAllowed = s.additionalProperties !== false;
+  const room = Math.min(optional.length, maxProperties - requiredKeys.length);
+  const least = extrasAllowed ? 0 : Math.max(0, minProperties - requiredKeys.length);
+  if (requiredKeys.length > maxProperties || least > room || minProperties > maxProperties) {
+    throw new UnsupportedSchemaError(
+      `${where}: minProperties ${minProperties} / maxProperties ${s.maxProperties ?? 'none'} cannot be met`,
+    );
+  }
+  const declared = fc
+    .tuple(fc.subarray(optional, { minLength: least, maxLength: room }), fc.record(model))
+    .map(([chosen, all]) =>
+      Object.fromEntries([...requiredKeys, ...chosen].map((name) => [name, (all as Record<string, unknown>)[name]])),
+    );
+  if (!extrasAllowed) return declared;
+  return declared.chain((own) => {
+    const count = Object.keys(own).length;
+    const minKeys = Math.max(0, minProperties - count);
+    const maxKeys = Math.max(minKeys, Math.min(3, maxProperties - count));
+    return fc.dictionary(extraKey, extraValue, { minKeys, maxKeys }).map((extra) => ({ ...extra, ...own }));
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -553,7 +772,10 @@ function wrongTypedValue(
   return type === undefined ? undefined : { value: values[type], type };
 }
 
-/** The value at a site broken against one of its constraints (length, range, pattern, format, enum, items). */
+/**
+ * The value at a site broken against one of its constraints (length, range, pattern and its
+ * lookahead, format, enum, items, property counts, property names, `not`).
+ */
 function violation(
   site: Site,
   current: unknown,
@@ -574,6 +796,22 @@ function violation(
       const candidates = [junk, `${current} `, ` ${current}`, `${current}\n`, `${current}0`, current.slice(1), 'x'];
       const bad = candidates.find((c) => !re.test(c));
       if (bad !== undefined) options.push({ value: bad, label: 'not matching the pattern' });
+      const refused = lookaheadViolations(s.pattern, current).filter((c) => !re.test(c));
+      if (refused.length > 0) {
+        options.push({ value: pickFrom(refused, pick), label: "refused by the pattern's lookahead" });
+      }
+    }
+    if (s.format === 'uuid') {
+      const bad = [
+        '',
+        'not-a-uuid',
+        current.slice(0, -1),
+        `${current}0`,
+        `{${current}}`,
+        current.replace(/[0-9a-f]/i, 'g'),
+        current.replaceAll('-', '_'),
+      ];
+      options.push({ value: pickFrom(bad, pick) ?? 'x', label: 'not a UUID' });
     }
     if (s.format === 'email') {
       const bad = [
@@ -608,11 +846,56 @@ function violation(
       options.push({ value: current, label: 'more than maxItems', repeat: s.maxItems + 1 });
     }
   }
+  if (current !== null && typeof current === 'object' && !Array.isArray(current)) {
+    const entries = Object.entries(current);
+    if (typeof s.minProperties === 'number' && s.minProperties > 0) {
+      options.push({
+        value: Object.fromEntries(entries.slice(0, s.minProperties - 1)),
+        label: 'fewer properties than minProperties',
+      });
+    }
+    if (typeof s.maxProperties === 'number') {
+      // Absent declared properties first (they keep additionalProperties: false satisfied), then new names.
+      const declared = Object.keys((s.properties as Record<string, unknown> | undefined) ?? {});
+      const names = [...declared, ...Array.from({ length: s.maxProperties + 1 }, (_, i) => `${junk}${i}`)].filter(
+        (name) => !(name in current) && name !== '__proto__',
+      );
+      const added = names.slice(0, Math.max(0, s.maxProperties + 1 - entries.length)).map((name) => [name, junk]);
+      options.push({
+        value: { ...current, ...Object.fromEntries(added) },
+        label: 'more properties than maxProperties',
+      });
+    }
+    if (s.propertyNames !== undefined) {
+      const names = s.propertyNames as JsonSchema;
+      const listed = deref(names, '#/propertyNames').schema.not;
+      const excluded = listed === undefined ? [] : (excludedValues(listed as JsonSchema, '#/propertyNames/not') ?? []);
+      const candidates = [...excluded.filter((v) => typeof v === 'string'), junk, '', ' ', `${junk}\u0000`];
+      const bad = candidates.filter((name) => name !== '__proto__' && !propertyNameAllowed(s, name));
+      const name = pickFrom(bad, pick);
+      if (name !== undefined) {
+        options.push({
+          value: { ...current, [name]: junk },
+          label: `with a property ${JSON.stringify(name)} (propertyNames)`,
+        });
+      }
+    }
+  }
+  if (s.not !== undefined) {
+    const notSchema = s.not as JsonSchema;
+    const excluded = excludedValues(notSchema, '#/not');
+    // A value the `not` schema accepts: one it lists, or one generated from it.
+    const value =
+      excluded !== undefined
+        ? pickFrom(excluded, pick)
+        : fc.sample(valueArbitrary(notSchema), { seed: pick, numRuns: 1 })[0];
+    options.push({ value, label: 'one that "not" excludes' });
+  }
   if (s.const !== undefined) options.push({ value: junk, label: 'not the const' });
   return pickFrom(options, pick);
 }
 
-/** Values at the edges of a site's constraints that are still valid (exact min/max lengths and bounds). */
+/** Values at the edges of a site's constraints that are still valid (exact min/max lengths, bounds and counts). */
 function boundaryValue(
   site: Site,
   current: unknown,
@@ -634,6 +917,19 @@ function boundaryValue(
     const counts = [s.minItems, s.maxItems].filter((n): n is number => typeof n === 'number' && n > 0);
     const count = pickFrom(counts, pick);
     if (count !== undefined) return { value: current, repeat: count };
+  }
+  if (
+    current !== null &&
+    typeof current === 'object' &&
+    !Array.isArray(current) &&
+    typeof s.minProperties === 'number'
+  ) {
+    // Exactly minProperties properties: the required ones, then others as they come.
+    const required = new Set((s.required as string[] | undefined) ?? []);
+    const entries = Object.entries(current).sort(([a], [b]) => Number(required.has(b)) - Number(required.has(a)));
+    if (required.size <= s.minProperties && entries.length >= s.minProperties) {
+      return { value: Object.fromEntries(entries.slice(0, s.minProperties)) };
+    }
   }
   return undefined;
 }

@@ -1,0 +1,186 @@
+// Two instances of the realtime server in this process, on one PostgreSQL database and two ports,
+// must act as one: what is published on one reaches the subscribers of the other, presence spans
+// both, and every subscriber sees a channel's messages in the same, commit, order: with the Postgres
+// adapter because the notification is part of the publishing transaction, with Redis because the
+// channel's lock is held until Redis has taken the message (README, "Several instances").
+import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import t, { type Test } from 'tap';
+import { buildApp } from '../src/app.ts';
+import { type Env, loadConfig } from '../src/config.ts';
+import { openDatabase } from '../src/db/database.ts';
+import type { Database } from '../src/db/schema.ts';
+import { buildTestApp } from './helpers/app.ts';
+import { decodeClaims, newRedisKeyPrefix } from './helpers/auth.ts';
+import { usingPostgres } from './helpers/database.ts';
+import {
+  collect,
+  nextEvent,
+  publish,
+  RealtimeClients,
+  subscribe,
+  subscribed,
+  urlOf,
+  waitForCount,
+} from './helpers/realtime-client.ts';
+import { deleteRedisKeys, redisAvailable, TEST_REDIS_URL } from './helpers/redis.ts';
+import { accessTokenFor } from './helpers/tokens.ts';
+
+/** Hundreds of publishes from one socket at once must not meet the per-connection publish rate. */
+const UNLIMITED_PUBLISHING: Env = { REALTIME_PUBLISH_RATE: '1000000' };
+
+interface Cluster {
+  a: FastifyInstance;
+  b: FastifyInstance;
+  db: Kysely<Database>;
+}
+
+/**
+ * Instance A (a test app on a fresh database) and instance B (built on the same database through
+ * its own connection pool), both listening, both with `env`. B is closed before A's database goes.
+ */
+async function twoInstances(t: Test, env: Env): Promise<Cluster> {
+  const first = await buildTestApp(t, { env: { ...UNLIMITED_PUBLISHING, ...env } });
+  const a = first.app;
+  const database = await openDatabase(first.database.config);
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'silent',
+    DATABASE_URL: first.database.url,
+    ...UNLIMITED_PUBLISHING,
+    ...env,
+  });
+  const b = await buildApp(config, { database, logger: false });
+  // Teardowns run last-registered first: B and its pool close before A drops the database.
+  t.teardown(async () => {
+    await b.close();
+    await database.close();
+  });
+  await b.ready();
+  await a.listen({ port: 0, host: '127.0.0.1' });
+  await b.listen({ port: 0, host: '127.0.0.1' });
+  const db = first.database.handle.db;
+  await db.insertInto('realtime.channels').values({ pattern: 'room:%' }).execute();
+  return { a, b, db };
+}
+
+/** A connected socket of a made-up user on one instance (both verify A's tokens: one signing key in the database). */
+async function signedInAt(clients: RealtimeClients[], index: 0 | 1, app: FastifyInstance) {
+  const token = accessTokenFor(app);
+  const clientsOf = clients[index] as RealtimeClients;
+  return { socket: await clientsOf.connect(token), userId: String(decodeClaims(token).sub) };
+}
+
+/** The scenarios every adapter must pass. */
+function acrossInstances(t: Test, env: Env) {
+  t.test('a subscriber on B receives what is published on A, and back; presence spans both', async (t) => {
+    const { a, b } = await twoInstances(t, env);
+    const clients = [new RealtimeClients(t, urlOf(a)), new RealtimeClients(t, urlOf(b))];
+    const channel = 'room:cluster';
+    const atA = await signedInAt(clients, 0, a);
+    const atB = await signedInAt(clients, 1, a);
+    const alsoAtB = await signedInAt(clients, 1, a);
+
+    await subscribed(atA.socket, channel);
+    const joinSeenOnA = nextEvent(atA.socket, 'presence:join', 5_000);
+    const ack = await subscribe(atB.socket, channel, 5_000);
+    const members = ack.presence?.members ?? [];
+    t.same(members.map((m) => m.userId).sort(), [atA.userId, atB.userId].sort(), 'members from both instances');
+    const memberB = members.find((m) => m.userId === atB.userId);
+    t.same(await joinSeenOnA, { meta: { channel }, member: memberB }, 'presence:join crosses to A');
+    await subscribed(alsoAtB.socket, channel);
+
+    const received = [atA, atB, alsoAtB].map((m) => collect<Record<string, unknown>>(m.socket, 'cross'));
+    const fromA = await publish(atA.socket, { channel, event: 'cross', payload: { from: 'A' } });
+    const fromB = await publish(atB.socket, { channel, event: 'cross', payload: { from: 'B' } });
+    t.equal(fromA.ok && fromB.ok, true, 'both accepted');
+    for (const list of received) await waitForCount(list, 2, 5_000);
+    const [onA, onB, alsoOnB] = received;
+    t.same(onB, onA, 'B receives what A does');
+    t.same(alsoOnB, onA, 'and so does the second socket on B');
+    t.match(
+      onB?.find((m) => m.from === 'A'),
+      { meta: { messageId: fromA.messageId, senderId: atA.userId } },
+    );
+    t.match(
+      onA?.find((m) => m.from === 'B'),
+      { meta: { messageId: fromB.messageId, senderId: atB.userId } },
+    );
+
+    const leaveSeenOnA = nextEvent(atA.socket, 'presence:leave', 5_000);
+    atB.socket.close();
+    t.same(await leaveSeenOnA, { meta: { channel }, member: memberB }, 'presence:leave crosses to A');
+    const after = await subscribe(atA.socket, channel, 5_000);
+    t.same(
+      after.presence?.members.map((m) => m.userId).sort(),
+      [atA.userId, alsoAtB.userId].sort(),
+      'the one that left is gone from the members',
+    );
+    t.same(
+      clients.flatMap((c) => c.violations()),
+      [],
+      'everything sent and received matched asyncapi.yaml',
+    );
+  });
+
+  t.test('200 messages from a publisher on each instance arrive in one order on both', async (t) => {
+    const { a, b, db } = await twoInstances(t, env);
+    const clients = [new RealtimeClients(t, urlOf(a)), new RealtimeClients(t, urlOf(b))];
+    const channel = 'room:order';
+    const publisherA = await signedInAt(clients, 0, a);
+    const publisherB = await signedInAt(clients, 1, a);
+    const subscriberA = await signedInAt(clients, 0, a);
+    const subscriberB = await signedInAt(clients, 1, a);
+    const everyone = [publisherA, publisherB, subscriberA, subscriberB];
+    for (const m of everyone) await subscribed(m.socket, channel);
+    const received = everyone.map((m) => collect<{ meta: { messageId: string } }>(m.socket, 'seq'));
+
+    const sends = Array.from({ length: 100 }, (_, n) => [
+      publish(publisherA.socket, { channel, event: 'seq', payload: { from: 'A', n } }, 15_000),
+      publish(publisherB.socket, { channel, event: 'seq', payload: { from: 'B', n } }, 15_000),
+    ]).flat();
+    t.equal((await Promise.all(sends)).filter((ack) => ack.ok).length, 200, 'all 200 accepted');
+    for (const list of received) await waitForCount(list, 200, 15_000);
+    const stored = await db
+      .selectFrom('realtime.messages')
+      .select('id')
+      .where('channel_name', '=', channel)
+      .orderBy('seq')
+      .execute();
+    const commitOrder = stored.map((r) => r.id);
+    const [onPublisherA, onPublisherB, onA, onB] = received.map((list) => list.map((m) => m.meta.messageId));
+    t.same(onA, commitOrder, 'the subscriber on A: commit (seq) order');
+    t.same(onB, commitOrder, 'the subscriber on B: the same');
+    t.same(onPublisherA, commitOrder, 'publisher A too');
+    t.same(onPublisherB, commitOrder, 'publisher B too');
+    t.same(
+      clients.flatMap((c) => c.violations()),
+      [],
+      'everything sent and received matched asyncapi.yaml',
+    );
+  });
+}
+
+const PG_REASON = 'needs PostgreSQL (two instances on one database, LISTEN/NOTIFY): run it with TEST_DATABASE_URL set';
+const REDIS_NAME = 'two instances with the Redis adapter';
+
+if (!usingPostgres) {
+  t.test('two instances of the realtime server', { skip: PG_REASON }, () => {});
+} else {
+  t.test('two instances with the Postgres adapter', async (t) => {
+    acrossInstances(t, { REALTIME_ADAPTER: 'postgres' });
+  });
+
+  const withRedis = async (t: Test) => {
+    const prefix = newRedisKeyPrefix('realtime-cluster');
+    t.teardown(() => deleteRedisKeys(TEST_REDIS_URL, prefix));
+    acrossInstances(t, { REALTIME_ADAPTER: 'redis', REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: prefix });
+  };
+  if (await redisAvailable()) {
+    t.test(REDIS_NAME, withRedis);
+  } else if (process.env.CI === 'true') {
+    t.fail(`${REDIS_NAME}: Redis is not available on ${TEST_REDIS_URL}, and CI requires it`);
+  } else {
+    t.test(REDIS_NAME, { skip: `Redis is not available on ${TEST_REDIS_URL}` }, withRedis);
+  }
+}
