@@ -210,8 +210,8 @@ export interface components {
         RealtimeErrorCode: "UNAUTHORIZED" | "NOT_SUBSCRIBED" | "INVALID_PAYLOAD" | "PAYLOAD_TOO_LARGE" | "UNKNOWN_EVENT" | "RATE_LIMITED" | "TOKEN_EXPIRED" | "SLOW_CONSUMER" | "SERVICE_UNAVAILABLE" | "INTERNAL_ERROR";
         /**
          * @description The `error` of a failed acknowledgement, and the `err.data` of a
-         *     refused connection's `connect_error` (code `UNAUTHORIZED` or
-         *     `TOKEN_EXPIRED`).
+         *     refused connection's `connect_error` (code `UNAUTHORIZED`,
+         *     `TOKEN_EXPIRED` or `INTERNAL_ERROR`).
          * @example {
          *       "code": "TOKEN_EXPIRED",
          *       "message": "the access token has expired"

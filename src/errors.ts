@@ -123,8 +123,9 @@ export function toErrorResponse(err: unknown): { body: ErrorBody; headers: Recor
   if (typeof e.code === 'string' && /^22[0-9A-Z]{3}$/.test(e.code)) {
     return toErrorResponse(new ApiError(400, 'INVALID_INPUT', 'A value in the request cannot be stored'));
   }
-  // Class 40 (a deadlock or serialization failure): the transaction was rolled back and may be retried.
-  if (typeof e.code === 'string' && /^40[0-9A-Z]{3}$/.test(e.code)) {
+  // Class 40 (a deadlock or serialization failure), or a lock not obtained within lock_timeout
+  // (55P03): the transaction was rolled back and may be retried.
+  if (typeof e.code === 'string' && /^(40[0-9A-Z]{3}|55P03)$/.test(e.code)) {
     return toErrorResponse(
       new ApiError(503, 'SERVICE_UNAVAILABLE', 'The request conflicted with a concurrent one; try again', {
         'retry-after': '1',

@@ -3,11 +3,19 @@ import { createAdapter as createRedisAdapter } from '@socket.io/redis-adapter';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 import { type RawBuilder, sql } from 'kysely';
+import notepack from 'notepack.io';
 import type pg from 'pg';
 import type { Server } from 'socket.io';
 import { MessageType } from 'socket.io-adapter';
 import type { Config } from '../config.ts';
 import { AdapterPool } from './adapter-pool.ts';
+
+const ROOM_PREFIX = 'channel:';
+/** The socket.io room of a channel. Prefixed, so that no channel name can be a socket's own room (its id). */
+export const roomOf = (channel: string): string => ROOM_PREFIX + channel;
+/** The channel of a room, or undefined for a socket's own room. */
+export const channelOfRoom = (room: string): string | undefined =>
+  room.startsWith(ROOM_PREFIX) ? room.slice(ROOM_PREFIX.length) : undefined;
 
 /** A message on its way to the subscribers of its channel: the socket.io event and its argument. */
 export interface Delivery {
@@ -23,14 +31,18 @@ export interface Delivery {
  *   delivers notifications only for committed transactions and in commit order, to every instance.
  * - `publish-under-lock` (Redis adapter): the message is published to Redis after the commit but
  *   before the channel's lock is released, and Redis's reply is awaited, so the next message on the
- *   channel is published after it. Redis delivers a connection's messages in the order it took them.
+ *   channel is published after it. Every instance, the publishing one too, delivers what its Redis
+ *   subscription hands it, in the order Redis took the messages.
  * - `local` (in-memory adapter, PGlite): one process, one database connection: emitted after commit.
  */
 export interface Fanout {
   ordering: 'notify' | 'publish-under-lock' | 'local';
   /** A select-list expression to run inside the publishing transaction (`notify`). */
   inTransaction(delivery: Delivery): RawBuilder<unknown> | undefined;
-  /** Delivers a committed message (`publish-under-lock`, `local`); resolves once it is on its way to every instance. */
+  /**
+   * Delivers a committed message (`publish-under-lock`, `local`); resolves once it is on its way to
+   * every instance. Never rejects: the message is stored, and history has it whatever happens here.
+   */
   afterCommit(delivery: Delivery): Promise<void>;
   close(): Promise<void>;
 }
@@ -49,7 +61,7 @@ const EMITTER_UID = 'emitter';
 /** Sets up `io`'s adapter for the configured kind and returns how to deliver messages through it. */
 export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyBaseLogger): Fanout {
   const emit = (d: Delivery) => {
-    io.to(d.channel).emit(d.event, d.body);
+    io.to(roomOf(d.channel)).emit(d.event, d.body);
   };
   switch (config.realtime.adapter) {
     case 'postgres': {
@@ -76,18 +88,38 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
       const sub = pub.duplicate();
       for (const client of [pub, sub]) {
         client.on('error', (err: Error) => log.warn({ err: err.message }, 'realtime: redis adapter connection error'));
+        // The adapter sends these without handling their failure; during a Redis outage a rejected
+        // command would otherwise end the process.
+        for (const command of ['publish', 'subscribe', 'psubscribe', 'unsubscribe', 'punsubscribe'] as const) {
+          const send = client[command].bind(client) as (...args: unknown[]) => Promise<unknown>;
+          (client as unknown as Record<string, unknown>)[command] = (...args: unknown[]) =>
+            send(...args).catch((err: Error) => {
+              log.warn({ err: err.message, command }, 'realtime: redis command failed');
+            });
+        }
       }
-      io.adapter(createRedisAdapter(pub, sub, { key: `${config.redisKeyPrefix}socket.io` }));
+      const key = `${config.redisKeyPrefix}socket.io`;
+      io.adapter(createRedisAdapter(pub, sub, { key }));
       return {
         ordering: 'publish-under-lock',
         inTransaction: () => undefined,
         async afterCommit(d) {
-          // The adapter publishes on `pub` without waiting; a PING behind it on the same connection
-          // answers once Redis has taken the message.
-          emit(d);
-          await Promise.race([pub.ping(), new Promise((resolve) => setTimeout(resolve, REDIS_PUBLISH_DEADLINE_MS))]);
+          // Every instance, this one included, takes the message from Redis, in the order Redis took
+          // them; the channel's lock is held until Redis answers, so the next one comes after it.
+          const sent = pub.publish(`${key}#/#${roomOf(d.channel)}#`, emitterMessagePack(d)).then(
+            () => true,
+            () => false,
+          );
+          let timer: NodeJS.Timeout | undefined;
+          const late = new Promise<boolean>((resolve) => {
+            timer = setTimeout(() => resolve(false), REDIS_PUBLISH_DEADLINE_MS);
+          });
+          const delivered = await Promise.race([sent, late]);
+          clearTimeout(timer);
+          if (!delivered) log.warn({ channel: d.channel }, 'realtime: Redis did not take a message in time');
         },
         close: async () => {
+          // Not quit(): while Redis is unreachable it would wait for a connection that never comes.
           sub.disconnect();
           pub.disconnect();
         },
@@ -103,6 +135,15 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
   }
 }
 
+/** The Redis adapter's broadcast message (msgpack), as an emitter outside the cluster would send it. */
+export function emitterMessagePack(d: Delivery): Buffer {
+  return notepack.encode([
+    EMITTER_UID,
+    { type: EVENT_PACKET, data: [d.event, d.body], nsp: '/' },
+    { rooms: [roomOf(d.channel)], except: [], flags: {} },
+  ]);
+}
+
 /** The cluster adapter's broadcast message, as an emitter outside the cluster would send it. */
 export function emitterMessage(d: Delivery): string {
   return JSON.stringify({
@@ -110,7 +151,7 @@ export function emitterMessage(d: Delivery): string {
     nsp: '/',
     type: MessageType.BROADCAST,
     data: {
-      opts: { rooms: [d.channel], except: [], flags: {} },
+      opts: { rooms: [roomOf(d.channel)], except: [], flags: {} },
       packet: { type: EVENT_PACKET, data: [d.event, d.body], nsp: '/' },
     },
   });

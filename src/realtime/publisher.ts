@@ -19,8 +19,16 @@ export type PublishOutcome =
   | { ok: true; meta: MessageMeta }
   | { ok: false; code: 'UNAUTHORIZED' | 'PAYLOAD_TOO_LARGE'; message: string };
 
-/** SQLSTATE insufficient_privilege: what row-level security raises when a WITH CHECK fails. */
-const POLICY_REFUSED = '42501';
+/** A publish waits at most this long for the channel's lock (then 503: the database is overloaded). */
+const LOCK_TIMEOUT = '5s';
+
+/**
+ * Row-level security refusing the row (SQLSTATE insufficient_privilege with its own message). Other
+ * privilege errors (a missing grant, a role the service may not take) are misconfigurations, not
+ * refusals: they go up as errors and are logged.
+ */
+const isPolicyRefusal = (err: unknown): boolean =>
+  (err as { code?: string }).code === '42501' && /row-level security/.test((err as Error).message);
 
 /**
  * Publishes one message: inserted into realtime.messages acting as the caller, so that the publish
@@ -80,7 +88,8 @@ export async function publishMessage(
       const notify = fanout.inTransaction(delivery);
       await db.transaction().execute(async (trx) => {
         await sql`
-          select ${callerSettings(caller)}, pg_advisory_xact_lock(${lockKey})
+          select set_config('lock_timeout', ${LOCK_TIMEOUT}, true), ${callerSettings(caller)},
+            pg_advisory_xact_lock(${lockKey})
             ${notify === undefined ? sql`` : sql`, ${notify}`}
         `.execute(trx);
         await insert(trx);
@@ -88,7 +97,7 @@ export async function publishMessage(
       await fanout.afterCommit(delivery);
     }
   } catch (err) {
-    if ((err as { code?: string }).code === POLICY_REFUSED) {
+    if (isPolicyRefusal(err)) {
       return {
         ok: false,
         code: 'UNAUTHORIZED',

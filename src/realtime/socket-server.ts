@@ -8,13 +8,15 @@ import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/errors.ts';
 import type { Database } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
+import { findUnstorableString } from '../json-values.ts';
 import { maySubscribe } from './channel-access.ts';
-import { attachFanout, type Fanout } from './fanout.ts';
+import { attachFanout, channelOfRoom, type Fanout, roomOf } from './fanout.ts';
 import {
   type ClientEvent,
   checkClientPayload,
   isClientEvent,
   type PresenceMember,
+  type PublishRequest,
   type RealtimeErrorCode,
 } from './protocol.ts';
 import { PublishBudget } from './publish-budget.ts';
@@ -49,6 +51,8 @@ interface RawWebSocket {
   readyState: number;
   terminate(): void;
 }
+/** Requests of one connection waiting to be carried out (each at most a few KiB); more are refused (RATE_LIMITED). */
+const MAX_QUEUED = 64;
 /** setTimeout's longest delay. */
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -87,6 +91,11 @@ export function startRealtimeServer(
     if (typeof token !== 'string') return next(refusal('UNAUTHORIZED', 'auth.token must be a string'));
     try {
       const claims = verifyAccessToken(app, token);
+      // The handshake travels to the other instances when they list a channel's members
+      // (fetchSockets): the token and any cookie stay here.
+      socket.handshake.auth = {};
+      delete socket.handshake.headers.authorization;
+      delete socket.handshake.headers.cookie;
       socket.data = {
         userId: claims.sub,
         presenceId,
@@ -108,13 +117,24 @@ export function startRealtimeServer(
       socket.emit('realtime:error', { code, message, channel });
 
     if (caller.expiresAt !== undefined) {
-      const expiry = setTimeout(
-        () => {
-          sendError('TOKEN_EXPIRED', 'The access token has expired; reconnect with a fresh one', null);
-          socket.disconnect(true);
-        },
-        Math.min(Math.max(caller.expiresAt - Date.now(), 0), MAX_TIMER_MS),
-      );
+      const expiresAt = caller.expiresAt;
+      let expiry: NodeJS.Timeout;
+      // Re-armed until the expiry: a timer cannot wait longer than about 24.8 days.
+      const arm = () => {
+        const left = expiresAt - Date.now();
+        if (left > MAX_TIMER_MS) {
+          expiry = setTimeout(arm, MAX_TIMER_MS);
+          return;
+        }
+        expiry = setTimeout(
+          () => {
+            sendError('TOKEN_EXPIRED', 'The access token has expired; reconnect with a fresh one', null);
+            socket.disconnect(true);
+          },
+          Math.max(left, 0),
+        );
+      };
+      arm();
       socket.once('disconnect', () => clearTimeout(expiry));
     }
     const budget = new PublishBudget(config.realtime.publishRate, Date.now());
@@ -138,79 +158,130 @@ export function startRealtimeServer(
       if (ack === undefined || alsoAsEvent) sendError(code, message, channel);
     };
     const failure = (err: unknown): [RealtimeErrorCode, string] => {
-      if (isDatabaseUnavailable(err) || /^40/.test(String((err as { code?: unknown }).code))) {
+      // Unreachable, a serialization failure or deadlock (class 40), or a lock wait past lock_timeout (55P03).
+      if (isDatabaseUnavailable(err) || /^(40|55P03)/.test(String((err as { code?: unknown }).code))) {
         return ['SERVICE_UNAVAILABLE', 'The database is not answering; try again shortly'];
       }
       log.error({ err }, 'realtime: event failed');
       return ['INTERNAL_ERROR', 'Internal server error'];
     };
 
-    const handlers: Record<ClientEvent, (payload: unknown, ack: Ack | undefined) => Promise<void>> = {
-      'realtime:subscribe': async (payload, ack) => {
-        const checked = checkClientPayload('realtime:subscribe', payload);
-        if (!checked.ok) return refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
-        const { channel } = checked.value;
-        let allowed: boolean;
-        try {
-          allowed = await maySubscribe(db, caller.userId, channel);
-        } catch (err) {
-          return refuse(ack, ...failure(err), channel);
+    /**
+     * Checks a request when it arrives (shape, and for a publish its size and the rate) and returns
+     * the work it asks for, or refuses it at once. Only checked requests wait in the queue.
+     */
+    const accept = (event: ClientEvent, payload: unknown, ack: Ack | undefined): (() => Promise<void>) | undefined => {
+      switch (event) {
+        case 'realtime:subscribe': {
+          const checked = checkClientPayload(event, payload);
+          if (!checked.ok) return void refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
+          return () => subscribe(checked.value.channel, ack);
         }
-        if (!allowed) {
-          return refuse(ack, 'UNAUTHORIZED', 'The realtime policies do not allow subscribing to this channel', channel);
+        case 'realtime:unsubscribe': {
+          const checked = checkClientPayload(event, payload);
+          if (!checked.ok) return void refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
+          return () => unsubscribe(checked.value.channel, ack);
         }
-        if (socket.disconnected) return;
-        const joining = !socket.rooms.has(channel);
-        await socket.join(channel);
-        if (joining) socket.to(channel).emit('presence:join', { meta: { channel }, member });
-        ack?.({ ok: true, channel, presence: { members: await membersOf(channel) } });
-      },
-      'realtime:unsubscribe': async (payload, ack) => {
-        const checked = checkClientPayload('realtime:unsubscribe', payload);
-        if (!checked.ok) return refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
-        const { channel } = checked.value;
-        if (socket.rooms.has(channel)) {
-          await socket.leave(channel);
-          socket.to(channel).emit('presence:leave', { meta: { channel }, member });
+        case 'realtime:publish': {
+          const checked = checkClientPayload(event, payload);
+          if (!checked.ok) return void refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
+          const request = checked.value;
+          const unsendable = findUnstorableString(request.payload, 'payload');
+          if (unsendable !== undefined) {
+            const message = `${unsendable} contains a NUL character, an unpaired UTF-16 surrogate or binary data`;
+            return void refuse(ack, 'INVALID_PAYLOAD', message, request.channel, true);
+          }
+          if (Buffer.byteLength(JSON.stringify(request.payload)) > config.realtime.maxPayloadBytes) {
+            const message = `The payload is larger than ${config.realtime.maxPayloadBytes} bytes`;
+            return void refuse(ack, 'PAYLOAD_TOO_LARGE', message, request.channel, true);
+          }
+          if (!budget.take(Date.now())) {
+            const message = `At most ${config.realtime.publishRate} publishes per second per connection`;
+            return void refuse(ack, 'RATE_LIMITED', message, request.channel, true);
+          }
+          return () => publishFromSocket(request, ack);
         }
-        ack?.({ ok: true, channel });
-      },
-      'realtime:publish': async (payload, ack) => {
-        const checked = checkClientPayload('realtime:publish', payload);
-        if (!checked.ok) return refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
-        const request = checked.value;
-        if (!budget.take(Date.now())) {
-          const message = `At most ${config.realtime.publishRate} publishes per second per connection`;
-          return refuse(ack, 'RATE_LIMITED', message, request.channel, true);
-        }
-        if (!socket.rooms.has(request.channel)) {
-          const message = 'Subscribe to the channel before publishing on it';
-          return refuse(ack, 'NOT_SUBSCRIBED', message, request.channel, true);
-        }
-        let outcome: PublishOutcome;
-        try {
-          outcome = await publish({ userId: caller.userId, ...request });
-        } catch (err) {
-          return refuse(ack, ...failure(err), request.channel, true);
-        }
-        if (!outcome.ok) return refuse(ack, outcome.code, outcome.message, request.channel, true);
-        ack?.({ ok: true, channel: request.channel, messageId: outcome.meta.messageId });
-      },
+      }
     };
 
-    socket.onAny((event: string, ...args: unknown[]) => {
-      const ack = typeof args.at(-1) === 'function' ? (args.pop() as Ack) : undefined;
-      if (!isClientEvent(event)) {
-        return refuse(ack, 'UNKNOWN_EVENT', `Unknown event ${JSON.stringify(event.slice(0, 64))}`, null, true);
+    const subscribe = async (channel: string, ack: Ack | undefined) => {
+      const room = roomOf(channel);
+      let allowed: boolean;
+      try {
+        allowed = await maySubscribe(db, caller.userId, channel);
+      } catch (err) {
+        return refuse(ack, ...failure(err), channel);
       }
-      handlers[event](args[0], ack).catch((err: unknown) => {
-        log.error({ err, event }, 'realtime: handler failed');
-      });
+      if (socket.disconnected) return;
+      if (!allowed) {
+        // A refused repeat subscription ends the one in place: the policies have changed.
+        if (socket.rooms.has(room)) await leave(channel);
+        return refuse(ack, 'UNAUTHORIZED', 'The realtime policies do not allow subscribing to this channel', channel);
+      }
+      const joining = !socket.rooms.has(room);
+      await socket.join(room);
+      if (joining) socket.to(room).emit('presence:join', { meta: { channel }, member });
+      ack?.({ ok: true, channel, presence: { members: await membersOf(channel) } });
+    };
+
+    const unsubscribe = async (channel: string, ack: Ack | undefined) => {
+      if (socket.rooms.has(roomOf(channel))) await leave(channel);
+      ack?.({ ok: true, channel });
+    };
+
+    const publishFromSocket = async (request: PublishRequest, ack: Ack | undefined) => {
+      if (!socket.rooms.has(roomOf(request.channel))) {
+        return refuse(ack, 'NOT_SUBSCRIBED', 'Subscribe to the channel before publishing on it', request.channel, true);
+      }
+      let outcome: PublishOutcome;
+      try {
+        outcome = await publish({ userId: caller.userId, ...request });
+      } catch (err) {
+        return refuse(ack, ...failure(err), request.channel, true);
+      }
+      if (!outcome.ok) return refuse(ack, outcome.code, outcome.message, request.channel, true);
+      ack?.({ ok: true, channel: request.channel, messageId: outcome.meta.messageId });
+    };
+
+    // A connection's requests are carried out one at a time, in the order they came: a publish sent
+    // right after a subscribe finds the subscription, and one sender's messages keep their order.
+    let queue: Promise<void> = Promise.resolve();
+    let waiting = 0;
+    // Called inside socket.io's event dispatch: nothing may escape from it (an uncaught exception
+    // there would end the process).
+    socket.onAny((name: unknown, ...args: unknown[]) => {
+      try {
+        const ack = typeof args.at(-1) === 'function' ? (args.pop() as Ack) : undefined;
+        const event = String(name);
+        if (!isClientEvent(event)) {
+          return refuse(ack, 'UNKNOWN_EVENT', `Unknown event ${JSON.stringify(event.slice(0, 64))}`, null, true);
+        }
+        if (waiting >= MAX_QUEUED) {
+          const message = `At most ${MAX_QUEUED} requests may wait on one connection`;
+          return refuse(ack, 'RATE_LIMITED', message, channelOf(args[0]), true);
+        }
+        const work = accept(event, args[0], ack);
+        if (work === undefined) return;
+        waiting += 1;
+        queue = queue
+          .then(work)
+          .catch((err: unknown) => log.error({ err, event }, 'realtime: request failed'))
+          .finally(() => {
+            waiting -= 1;
+          });
+      } catch (err) {
+        log.error({ err }, 'realtime: event dispatch failed');
+      }
     });
 
+    const leave = async (channel: string) => {
+      await socket.leave(roomOf(channel));
+      socket.to(roomOf(channel)).emit('presence:leave', { meta: { channel }, member });
+    };
     socket.on('disconnecting', () => {
       for (const room of socket.rooms) {
-        if (room !== socket.id) socket.to(room).emit('presence:leave', { meta: { channel: room }, member });
+        const channel = channelOfRoom(room);
+        if (channel !== undefined) socket.to(room).emit('presence:leave', { meta: { channel }, member });
       }
     });
   });
@@ -222,10 +293,10 @@ export function startRealtimeServer(
       userId: s.data.userId ?? null,
     });
     try {
-      return (await io.in(channel).fetchSockets()).map(toMember);
+      return (await io.in(roomOf(channel)).fetchSockets()).map(toMember);
     } catch (err) {
       log.warn({ err, channel }, 'realtime: presence from other instances unavailable');
-      return (await io.local.in(channel).fetchSockets()).map(toMember);
+      return (await io.local.in(roomOf(channel)).fetchSockets()).map(toMember);
     }
   };
 
