@@ -8,6 +8,7 @@ import type pg from 'pg';
 import type { Server } from 'socket.io';
 import { MessageType } from 'socket.io-adapter';
 import type { Config } from '../config.ts';
+import { isDatabaseUnavailable } from '../db/errors.ts';
 import { AdapterPool } from './adapter-pool.ts';
 
 const ROOM_PREFIX = 'channel:';
@@ -72,7 +73,11 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
       io.adapter(
         createPostgresAdapter(pool as unknown as pg.Pool, {
           tableName: 'realtime.socket_io_attachments',
-          errorHandler: (err: Error) => log.warn({ err }, 'realtime: postgres adapter error'),
+          // An outage is already reported by the requests that meet it (503, logged at warn).
+          errorHandler: (err: Error) =>
+            isDatabaseUnavailable(err)
+              ? log.info({ err: err.message }, 'realtime: postgres adapter waiting for the database')
+              : log.warn({ err }, 'realtime: postgres adapter error'),
         }),
       );
       return {

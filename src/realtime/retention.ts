@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
+import { isDatabaseUnavailable } from '../db/errors.ts';
 import type { Database } from '../db/schema.ts';
 
 const BATCH = 10_000;
@@ -37,7 +38,11 @@ export function startRetention(
       .then((n) => {
         if (n > 0) log.info({ deleted: n, retentionDays: days }, 'realtime: expired messages deleted');
       })
-      .catch((err: unknown) => log.warn({ err }, 'realtime: deleting expired messages failed; will retry'))
+      .catch((err: unknown) =>
+        isDatabaseUnavailable(err)
+          ? log.info('realtime: expired messages not deleted (database unavailable); will retry')
+          : log.warn({ err }, 'realtime: deleting expired messages failed; will retry'),
+      )
       .finally(() => {
         running = undefined;
       });
