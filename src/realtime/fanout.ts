@@ -2,7 +2,6 @@ import { createAdapter as createPostgresAdapter } from '@socket.io/postgres-adap
 import { createAdapter as createRedisAdapter } from '@socket.io/redis-adapter';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
-import { type RawBuilder, sql } from 'kysely';
 import notepack from 'notepack.io';
 import type pg from 'pg';
 import type { Server } from 'socket.io';
@@ -38,8 +37,8 @@ export interface Delivery {
  */
 export interface Fanout {
   ordering: 'notify' | 'publish-under-lock' | 'local';
-  /** A select-list expression to run inside the publishing transaction (`notify`). */
-  inTransaction(delivery: Delivery): RawBuilder<unknown> | undefined;
+  /** The notification to send from the publishing transaction (`notify`). */
+  notification(delivery: Delivery): { channel: string; payload: string } | undefined;
   /**
    * Delivers a committed message (`publish-under-lock`, `local`); resolves once it is on its way to
    * every instance. Never rejects: the message is stored, and history has it whatever happens here.
@@ -82,7 +81,7 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
       );
       return {
         ordering: 'notify',
-        inTransaction: (d) => sql`pg_notify(${NOTIFY_CHANNEL}, ${emitterMessage(d)})`,
+        notification: (d) => ({ channel: NOTIFY_CHANNEL, payload: emitterMessage(d) }),
         afterCommit: async () => {},
         close: () => pool.end(),
       };
@@ -107,7 +106,7 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
       io.adapter(createRedisAdapter(pub, sub, { key }));
       return {
         ordering: 'publish-under-lock',
-        inTransaction: () => undefined,
+        notification: () => undefined,
         async afterCommit(d) {
           // Every instance, this one included, takes the message from Redis, in the order Redis took
           // them; the channel's lock is held until Redis answers, so the next one comes after it.
@@ -133,7 +132,7 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
     case 'memory':
       return {
         ordering: 'local',
-        inTransaction: () => undefined,
+        notification: () => undefined,
         afterCommit: async (d) => emit(d),
         close: async () => {},
       };

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Database } from '../db/schema.ts';
-import { callerSettings } from './as-user.ts';
 import type { Delivery, Fanout } from './fanout.ts';
 import type { MessageMeta } from './protocol.ts';
 
@@ -18,9 +17,6 @@ export interface PublishInput {
 export type PublishOutcome =
   | { ok: true; meta: MessageMeta }
   | { ok: false; code: 'UNAUTHORIZED' | 'PAYLOAD_TOO_LARGE'; message: string };
-
-/** A publish waits at most this long for the channel's lock (then 503: the database is overloaded). */
-const LOCK_TIMEOUT = '5s';
 
 /**
  * Row-level security refusing the row (SQLSTATE insufficient_privilege with its own message). Other
@@ -55,45 +51,30 @@ export async function publishMessage(
     timestamp: now.toISOString(),
   };
   const delivery: Delivery = { channel: input.channel, event: input.event, body: { ...input.payload, meta } };
-  const caller = { userId: input.userId, channel: input.channel };
-  const lockKey = sql`hashtextextended(${`realtime:${input.channel}`}, 0)`;
-  const insert = (trx: Transaction<Database>) =>
-    trx
-      .insertInto('realtime.messages')
-      .values({
-        id: meta.messageId,
-        channel_name: input.channel,
-        event: input.event,
-        payload: sql`${payloadJson}::jsonb`,
-        sender_id: meta.senderId,
-        created_at: now,
-      })
-      .execute();
+  const notification = fanout.notification(delivery);
+  /** realtime.publish_as_caller (migration 0007): one statement, one round trip. */
+  const publishStatement = (lock: boolean) => sql`
+    select realtime.publish_as_caller(
+      ${input.userId ?? null}::uuid, ${input.channel}, ${meta.messageId}::uuid, ${input.event},
+      ${payloadJson}::jsonb, ${meta.senderId}::uuid, ${now}::timestamptz, ${lock},
+      ${notification?.channel ?? null}, ${notification?.payload ?? null}
+    )`;
   try {
     if (fanout.ordering === 'publish-under-lock') {
       // A session lock, held past the commit until the message is on its way.
+      const lockKey = sql`hashtextextended(${`realtime:${input.channel}`}, 0)`;
       await db.connection().execute(async (conn) => {
         await sql`select pg_advisory_lock(${lockKey})`.execute(conn);
         try {
-          await conn.transaction().execute(async (trx) => {
-            await sql`select ${callerSettings(caller)}`.execute(trx);
-            await insert(trx);
-          });
+          await publishStatement(false).execute(conn);
           await fanout.afterCommit(delivery);
         } finally {
           await sql`select pg_advisory_unlock(${lockKey})`.execute(conn);
         }
       });
     } else {
-      const notify = fanout.inTransaction(delivery);
-      await db.transaction().execute(async (trx) => {
-        await sql`
-          select set_config('lock_timeout', ${LOCK_TIMEOUT}, true), ${callerSettings(caller)},
-            pg_advisory_xact_lock(${lockKey})
-            ${notify === undefined ? sql`` : sql`, ${notify}`}
-        `.execute(trx);
-        await insert(trx);
-      });
+      // Alone, the statement is its own transaction: the lock is held until its commit.
+      await publishStatement(true).execute(db);
       await fanout.afterCommit(delivery);
     }
   } catch (err) {

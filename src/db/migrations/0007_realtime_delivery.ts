@@ -38,6 +38,36 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     )
   `.execute(db);
 
+  // One publish in one statement (its own transaction when sent alone): act as the caller, take the
+  // channel's lock when asked, queue the notification that carries the message to every instance (it
+  // is delivered only if the transaction commits), and insert the message, which the publish
+  // policies check. Statements after set_config('role') run as the caller: this function must stay
+  // SECURITY INVOKER.
+  await sql`
+    create function realtime.publish_as_caller(
+      p_user_id uuid, p_channel text, p_id uuid, p_event text, p_payload jsonb, p_sender_id uuid,
+      p_created_at timestamptz, p_lock boolean, p_notify_channel text, p_notify text
+    ) returns void language plpgsql security invoker as $$
+    declare
+      caller_role text := case when p_user_id is null then 'anon' else 'authenticated' end;
+    begin
+      perform set_config('lock_timeout', '5s', true);
+      perform set_config('request.user_id', coalesce(p_user_id::text, ''), true);
+      perform set_config('request.role', caller_role, true);
+      perform set_config('realtime.channel_name', p_channel, true);
+      if p_lock then
+        perform pg_advisory_xact_lock(hashtextextended('realtime:' || p_channel, 0));
+      end if;
+      if p_notify is not null then
+        perform pg_notify(p_notify_channel, p_notify);
+      end if;
+      perform set_config('role', caller_role, true);
+      insert into realtime.messages (id, channel_name, event, payload, sender_id, created_at)
+        values (p_id, p_channel, p_event, p_payload, p_sender_id, p_created_at);
+    end
+    $$
+  `.execute(db);
+
   // History: signed-in users read the messages of the channel they name, if they may subscribe to it.
   await sql`
     create policy authenticated_can_read_subscribable_channels on realtime.messages
@@ -53,6 +83,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
+  await sql`drop function realtime.publish_as_caller`.execute(db);
   await sql`drop table realtime.socket_io_attachments`.execute(db);
   await sql`drop policy authenticated_can_read_subscribable_channels on realtime.messages`.execute(db);
   await sql`revoke select on realtime.messages from anon, authenticated`.execute(db);
