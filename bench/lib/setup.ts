@@ -81,8 +81,27 @@ const unlimited = Object.fromEntries(
     'RATE_LIMIT_SIGN_UP',
     'RATE_LIMIT_SEND_VERIFICATION',
     'RATE_LIMIT_REFRESH',
+    'REALTIME_PUBLISH_RATE',
   ].map((name) => [name, '1000000000']),
 );
+
+/**
+ * Starts one instance of the built service (benchServiceEnv, limits raised, `env` on top) on a free
+ * loopback port and waits for its health check. The database must be prepared (or empty: the
+ * service migrates it at start); start instances that share a database one after the other.
+ */
+export async function startBuiltService(started: RunningService[], env: Record<string, string>) {
+  const port = await freePort();
+  const service = startService({ ...benchServiceEnv, ...unlimited, PORT: String(port), ...env }, BUILT_SERVER);
+  started.push(service);
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    await waitFor200(`${base}/api/health`, 120_000);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; its output:\n${service.output().slice(-3000)}`);
+  }
+  return { service, pid: service.child.pid as number, port, base };
+}
 
 /**
  * Starts the fake upstream (its API root is returned as `upstream`) and the built service on the
@@ -91,20 +110,10 @@ const unlimited = Object.fromEntries(
  */
 export async function startBenchService(started: RunningService[], env: Record<string, string>) {
   const upstream = await startFakeUpstreamProcess(started);
-  const port = await freePort();
-  const service = startService(
-    {
-      ...benchServiceEnv,
-      ...unlimited,
-      PORT: String(port),
-      EMBEDDINGS_BASE_URL: upstream,
-      EMBEDDINGS_API_KEY: 'bench-upstream-key',
-      ...env,
-    },
-    BUILT_SERVER,
-  );
-  started.push(service);
-  const base = `http://127.0.0.1:${port}`;
-  await waitFor200(`${base}/api/health`, 120_000);
-  return { service, pid: service.child.pid as number, base, upstream, adminToken: await adminAccessToken(base) };
+  const { service, pid, base } = await startBuiltService(started, {
+    EMBEDDINGS_BASE_URL: upstream,
+    EMBEDDINGS_API_KEY: 'bench-upstream-key',
+    ...env,
+  });
+  return { service, pid, base, upstream, adminToken: await adminAccessToken(base) };
 }
