@@ -15,6 +15,7 @@ import { decodeClaims, newRedisKeyPrefix } from './helpers/auth.ts';
 import { usingPostgres } from './helpers/database.ts';
 import {
   collect,
+  commitOrder,
   nextEvent,
   publish,
   RealtimeClients,
@@ -146,18 +147,12 @@ function acrossInstances(t: Test, env: Env) {
     }
     t.equal(accepted, 200, 'all 200 accepted');
     for (const list of received) await waitForCount(list, 200, 15_000);
-    const stored = await db
-      .selectFrom('realtime.messages')
-      .select('id')
-      .where('channel_name', '=', channel)
-      .orderBy('seq')
-      .execute();
-    const commitOrder = stored.map((r) => r.id);
+    const order = await commitOrder(db, channel);
     const [onPublisherA, onPublisherB, onA, onB] = received.map((list) => list.map((m) => m.meta.messageId));
-    t.same(onA, commitOrder, 'the subscriber on A: commit (seq) order');
-    t.same(onB, commitOrder, 'the subscriber on B: the same');
-    t.same(onPublisherA, commitOrder, 'publisher A too');
-    t.same(onPublisherB, commitOrder, 'publisher B too');
+    t.same(onA, order, 'the subscriber on A: commit (seq) order');
+    t.same(onB, order, 'the subscriber on B: the same');
+    t.same(onPublisherA, order, 'publisher A too');
+    t.same(onPublisherB, order, 'publisher B too');
     t.same(
       clients.flatMap((c) => c.violations()),
       [],

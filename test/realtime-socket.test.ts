@@ -17,6 +17,7 @@ import { decodeClaims } from './helpers/auth.ts';
 import {
   type Ack,
   collect,
+  commitOrder,
   disconnection,
   emitUnchecked,
   emitUncheckedWithAck,
@@ -682,18 +683,12 @@ t.test(
     }
     t.equal(accepted, 200, 'all 200 accepted');
     for (const list of received) await waitForCount(list, 200, 10_000);
-    const stored = await db
-      .selectFrom('realtime.messages')
-      .select('id')
-      .where('channel_name', '=', channel)
-      .orderBy('seq')
-      .execute();
-    const commitOrder = stored.map((r) => r.id);
-    t.equal(commitOrder.length, 200);
+    const order = await commitOrder(db, channel);
+    t.equal(order.length, 200);
     const [atPublisher, at1, at2] = received.map((list) => list.map((m) => m.meta.messageId));
-    t.same(at1, commitOrder, 'subscriber 1: the stored (seq) order');
-    t.same(at2, commitOrder, 'subscriber 2: the same');
-    t.same(atPublisher, commitOrder, 'the publisher too');
+    t.same(at1, order, 'subscriber 1: the stored (seq) order');
+    t.same(at2, order, 'subscriber 2: the same');
+    t.same(atPublisher, order, 'the publisher too');
     t.same(
       received[0]?.map((m) => m.n),
       Array.from({ length: 200 }, (_, n) => n),

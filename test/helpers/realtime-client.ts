@@ -1,6 +1,8 @@
 import type { AddressInfo, Socket as NetSocket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
 import { io, Socket } from 'socket.io-client';
+import type { Database } from '../../src/db/schema.ts';
 import { type CheckedSocket, checkedClient } from './asyncapi-check.ts';
 
 /** How long a realtime helper waits for an answer before failing. */
@@ -204,4 +206,15 @@ export function tcpSocketOf(socket: Socket): NetSocket {
   const tcp = transport.ws?._socket;
   if (tcp === undefined) throw new Error('the socket has no WebSocket transport (yet)');
   return tcp;
+}
+
+/** The ids of a channel's stored messages in commit order (realtime.messages.seq). */
+export async function commitOrder(db: Kysely<Database>, channel: string): Promise<string[]> {
+  const rows = await db
+    .selectFrom('realtime.messages')
+    .select('id')
+    .where('channel_name', '=', channel)
+    .orderBy('seq')
+    .execute();
+  return rows.map((r) => r.id);
 }
