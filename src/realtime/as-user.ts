@@ -13,6 +13,7 @@ export interface RealtimeCaller {
  * The select-list that makes a transaction act as the caller: the transaction-local settings read by
  * auth.uid(), auth.role() and realtime.channel_name(), then the role itself (set_config('role') is SET
  * LOCAL ROLE). Further expressions may follow in the same statement; they run as the caller.
+ * realtime.publish_as_caller (migration 0007) sets the same four in SQL for publishes: change both together.
  */
 export function callerSettings(caller: RealtimeCaller): RawBuilder<unknown> {
   const role = caller.userId === undefined ? 'anon' : 'authenticated';

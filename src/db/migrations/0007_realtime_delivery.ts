@@ -42,7 +42,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   // channel's lock when asked, queue the notification that carries the message to every instance (it
   // is delivered only if the transaction commits), and insert the message, which the publish
   // policies check. Statements after set_config('role') run as the caller: this function must stay
-  // SECURITY INVOKER.
+  // SECURITY INVOKER. The settings are those of callerSettings (src/realtime/as-user.ts).
   await sql`
     create function realtime.publish_as_caller(
       p_user_id uuid, p_channel text, p_id uuid, p_event text, p_payload jsonb, p_sender_id uuid,
