@@ -66,6 +66,14 @@ export const operations = {
     "bodyRequired": false,
     "bodyLimit": 16384
   },
+  "changePassword": {
+    "method": "POST",
+    "path": "/api/auth/password",
+    "tag": "auth",
+    "secured": true,
+    "bodyRequired": true,
+    "bodyLimit": 16384
+  },
   "getCurrentSession": {
     "method": "GET",
     "path": "/api/auth/sessions/current",
@@ -153,6 +161,8 @@ export const errorCodes = [
   "USER_ALREADY_EXISTS",
   "UNAUTHORIZED",
   "TOKEN_EXPIRED",
+  "SESSION_REVOKED",
+  "PASSWORD_INCORRECT",
   "FORBIDDEN",
   "CSRF_INVALID",
   "REFRESH_TOKEN_INVALID",

@@ -66,6 +66,15 @@ export interface paths {
          *
          *     Email addresses are compared case-insensitively. The optional `name`
          *     becomes `profile.name`.
+         *
+         *     **Competing sign-ups.** The password of a sign-up becomes the
+         *     account's only when its address is verified. When more than one
+         *     sign-up was made for an address that is not verified yet (someone else
+         *     may have typed it), verifying the address proves the mailbox and opens
+         *     a session, but sets no password: the owner then chooses one with
+         *     `POST /api/auth/password`. A sign-up inside the 60-second gap between
+         *     two emails to one address is recorded all the same; no email is sent
+         *     for it, and the code already sent stays valid.
          */
         post: operations["createUser"];
         delete?: never;
@@ -92,6 +101,11 @@ export interface paths {
          *     - When the password is right but the address has not been verified
          *       yet, the answer is `403 EMAIL_NOT_VERIFIED`; the client can ask for a
          *       new email with `POST /api/auth/email/send-verification`.
+         *     - Failed sign-ins slow down sign-ins to that address (known or not):
+         *       after 5 failures in a row each further attempt must wait for a delay
+         *       that doubles from 1 second up to 15 minutes, answered with
+         *       `429 RATE_LIMITED` and `Retry-After`. A successful sign-in clears the
+         *       count; nothing is ever locked for good.
          *
          *     See `client_type` for where the refresh token goes.
          */
@@ -157,6 +171,11 @@ export interface paths {
          *        magic-link token is verified on its own, without `email`. A code sent
          *        without `email`, or a link token sent with `email`, is rejected with
          *        `400 INVALID_INPUT`.
+         *
+         *     When more than one sign-up was made for the address before it was
+         *     verified, the verification opens a session but sets no password (see
+         *     `POST /api/auth/users`); the user sets one with
+         *     `POST /api/auth/password`.
          *
          *     A wrong, expired, already used or unknown code or token, and a code
          *     paired with an unknown address, all receive the same answer,
@@ -228,6 +247,33 @@ export interface paths {
          *     (at most 15 minutes); clients should discard them.
          */
         post: operations["logout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change or set the password
+         * @description Sets a new password for the signed-in account and ends every other
+         *     session of the account (their access tokens get `401 SESSION_REVOKED`
+         *     within 2 seconds); the session making the call stays signed in.
+         *
+         *     `currentPassword` is required when the account has a password, and
+         *     must be right (`403 PASSWORD_INCORRECT` otherwise). An account without
+         *     a password (after competing sign-ups, see `POST /api/auth/users`) sets
+         *     its first one without it.
+         */
+        post: operations["changePassword"];
         delete?: never;
         options?: never;
         head?: never;
@@ -482,6 +528,8 @@ export interface components {
          *     | `USER_ALREADY_EXISTS` | 409 | Sign-up without verification for an address that already has an account. |
          *     | `UNAUTHORIZED` | 401 | The access token is missing, malformed or invalid. |
          *     | `TOKEN_EXPIRED` | 401 | The access token has expired; refresh the session and retry. |
+         *     | `SESSION_REVOKED` | 401 | The session the access token belongs to has ended (logout, refresh-token reuse, a password change); sign in again. |
+         *     | `PASSWORD_INCORRECT` | 403 | Changing the password: `currentPassword` is missing or wrong. |
          *     | `FORBIDDEN` | 403 | The caller is authenticated but lacks the role the operation needs. |
          *     | `CSRF_INVALID` | 403 | A web client's `X-CSRF-Token` header is missing or does not match the session. |
          *     | `REFRESH_TOKEN_INVALID` | 401 | The refresh token is missing, unknown, expired or revoked. |
@@ -491,7 +539,7 @@ export interface components {
          *     | `METHOD_NOT_ALLOWED` | 405 | The path exists but does not accept this HTTP method. |
          *     | `PAYLOAD_TOO_LARGE` | 413 | The request body exceeds the size limit. |
          *     | `UNSUPPORTED_MEDIA_TYPE` | 415 | The request body is not `application/json`. |
-         *     | `RATE_LIMITED` | 429 | Too many requests; wait for the seconds given in `Retry-After`. |
+         *     | `RATE_LIMITED` | 429 | Too many requests (from this client, or failed sign-ins for this account); wait for the seconds given in `Retry-After`. |
          *     | `MODEL_NOT_ALLOWED` | 400 | The requested embedding model is not on the service's allow-list. |
          *     | `PROVIDER_AUTH_FAILED` | 502 | The upstream provider rejected the service's credentials. |
          *     | `PROVIDER_UNAVAILABLE` | 502 | The upstream provider failed or could not be reached. |
@@ -502,7 +550,7 @@ export interface components {
          *     | `HEADERS_TOO_LARGE` | 431 | The request's headers exceed 16 KiB; the connection is closed. Sent by the HTTP layer, before any operation. |
          * @enum {string}
          */
-        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "UNAUTHORIZED" | "TOKEN_EXPIRED" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
+        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "UNAUTHORIZED" | "TOKEN_EXPIRED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
         /**
          * @description The body of every error response.
          * @example {
@@ -634,6 +682,12 @@ export interface components {
             /** Format: email */
             email: string;
             password: string;
+        };
+        ChangePasswordRequest: {
+            /** @description The account's password; required when it has one. */
+            currentPassword?: string;
+            /** @description The new password, 8 to 256 characters. */
+            newPassword: string;
         };
         VerifyEmailRequest: {
             /**
@@ -844,7 +898,8 @@ export interface components {
         /**
          * @description `UNAUTHORIZED`: the access token is missing, malformed or invalid.
          *     `TOKEN_EXPIRED`: the access token has expired; refresh the session and
-         *     retry.
+         *     retry. `SESSION_REVOKED`: the session of the access token has ended
+         *     (logout, refresh-token reuse, a password change); sign in again.
          */
         Unauthorized: {
             headers: {
@@ -1671,6 +1726,51 @@ export interface operations {
             };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    changePassword: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChangePasswordRequest"];
+            };
+        };
+        responses: {
+            /** @description The password is set; the account's other sessions have ended. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description `PASSWORD_INCORRECT`: the account has a password and `currentPassword` is missing or wrong. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "PASSWORD_INCORRECT",
+                     *       "message": "The current password is missing or wrong",
+                     *       "statusCode": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
