@@ -190,7 +190,8 @@ export interface components {
          * @description `channel` is the channel the error is about as the client gave it
          *     (a string, possibly not a valid `ChannelName` when that is the error),
          *     or `null` when there is none: unknown events, `TOKEN_EXPIRED`,
-         *     `SLOW_CONSUMER`, and requests without a string `channel`.
+         *     `SESSION_REVOKED`, `SLOW_CONSUMER`, and requests without a string
+         *     `channel`.
          * @example {
          *       "code": "UNKNOWN_EVENT",
          *       "message": "unknown event \"chat\"",
@@ -207,11 +208,11 @@ export interface components {
          * @description See the table of codes in the document's description.
          * @enum {string}
          */
-        RealtimeErrorCode: "UNAUTHORIZED" | "NOT_SUBSCRIBED" | "INVALID_PAYLOAD" | "PAYLOAD_TOO_LARGE" | "UNKNOWN_EVENT" | "RATE_LIMITED" | "TOKEN_EXPIRED" | "SLOW_CONSUMER" | "SERVICE_UNAVAILABLE" | "INTERNAL_ERROR";
+        RealtimeErrorCode: "UNAUTHORIZED" | "NOT_SUBSCRIBED" | "INVALID_PAYLOAD" | "PAYLOAD_TOO_LARGE" | "UNKNOWN_EVENT" | "RATE_LIMITED" | "TOKEN_EXPIRED" | "SESSION_REVOKED" | "SLOW_CONSUMER" | "SERVICE_UNAVAILABLE" | "INTERNAL_ERROR";
         /**
          * @description The `error` of a failed acknowledgement, and the `err.data` of a
          *     refused connection's `connect_error` (code `UNAUTHORIZED`,
-         *     `TOKEN_EXPIRED` or `INTERNAL_ERROR`).
+         *     `TOKEN_EXPIRED`, `SESSION_REVOKED` or `INTERNAL_ERROR`).
          * @example {
          *       "code": "TOKEN_EXPIRED",
          *       "message": "the access token has expired"

@@ -6,6 +6,9 @@ import type { LoggerOptions } from 'pino';
 import { jwtOptions } from './auth/access-token.ts';
 import { createAuthService } from './auth/auth-service.ts';
 import { deriveKeys } from './auth/crypto.ts';
+import { startAuthHousekeeping } from './auth/housekeeping.ts';
+import { createSessionRevocations } from './auth/session-revocations.ts';
+import { createSignInThrottle } from './auth/sign-in-throttle.ts';
 import { resolveJwtSecret } from './auth/signing-key.ts';
 import { registerVerifyEmailPage } from './auth/verify-email-page.ts';
 import { type Clock, systemClock } from './clock.ts';
@@ -21,6 +24,7 @@ import { registerRateLimits } from './rate-limits.ts';
 import { PolicyCache } from './realtime/policy-cache.ts';
 import { startRetention } from './realtime/retention.ts';
 import { startRealtimeServer } from './realtime/socket-server.ts';
+import { closeRedis, connectRedis } from './redis.ts';
 
 export interface AppDeps {
   database: DatabaseHandle;
@@ -105,6 +109,19 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   await app.register(fastifyCookie);
   await app.register(fastifyJwt, jwtOptions(secret, config.accessTokenTtlSeconds));
 
+  // Access tokens expire by the system clock (the JWT library's), so revocations are kept by it too.
+  const revocations = createSessionRevocations({
+    db,
+    database: config.database,
+    accessTokenTtlSeconds: config.accessTokenTtlSeconds,
+    log: app.log,
+  });
+  app.decorate('sessionRevocations', revocations);
+  await revocations.start();
+  app.addHook('onClose', () => revocations.close());
+
+  const redis = await connectRedis(config, app.log);
+  if (redis !== undefined) app.addHook('onClose', () => closeRedis(redis));
   const mailer = createMailer(config, app.log);
   const auth = createAuthService({
     db,
@@ -113,6 +130,13 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     mailer,
     keys: deriveKeys(secret),
     signAccessToken: (claims) => app.jwt.sign(claims),
+    revocations,
+    signInThrottle: createSignInThrottle({
+      redis,
+      redisKeyPrefix: config.redisKeyPrefix,
+      log: app.log,
+      now: () => clock.now().getTime(),
+    }),
     log: app.log,
   });
   app.addHook('onClose', async () => {
@@ -125,11 +149,13 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   const realtimePolicies = new PolicyCache(db, config.database, app.log);
   await realtimePolicies.start();
   app.addHook('onClose', () => realtimePolicies.close());
-  const realtime = startRealtimeServer(app, config, db, () => clock.now());
+  const realtime = startRealtimeServer(app, config, db, () => clock.now(), revocations);
   // Sockets first: an open WebSocket would keep the HTTP server from closing.
   app.addHook('preClose', () => realtime.close());
   const stopRetention = startRetention(db, config.realtime.retentionDays, () => clock.now(), app.log);
   app.addHook('onClose', () => stopRetention());
+  const stopHousekeeping = startAuthHousekeeping(db, () => clock.now(), app.log);
+  app.addHook('onClose', () => stopHousekeeping());
   const ctx: AppContext = {
     config,
     db,
@@ -142,7 +168,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     startedAt: Date.now(),
   };
 
-  await registerRateLimits(app, config);
+  await registerRateLimits(app, config, redis);
 
   await registerContractDocs(app);
   registerVerifyEmailPage(app);

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { secretWeakness } from './secret-strength.ts';
 
 /** Thrown when the environment does not describe a runnable service; its message is one line naming the variable. */
 export class ConfigError extends Error {
@@ -141,6 +142,8 @@ const envSchema = z.object({
 
 export type Env = Record<string, string | undefined>;
 
+const STRONG_SECRET_HINT = 'a random value of 256 bits or more: openssl rand -base64 48';
+
 /** Where the data lives: embedded PGlite on disk or in memory, or a PostgreSQL server. */
 export type DatabaseConfig =
   | { kind: 'pglite'; dataDir: string }
@@ -265,8 +268,15 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     throw new ConfigError(`${name} ${issue?.message ?? 'is invalid'}${shown}`);
   }
   const e = parsed.data;
-  if (e.NODE_ENV === 'production' && e.JWT_SECRET === undefined) {
-    throw new ConfigError('JWT_SECRET is required when NODE_ENV=production (at least 32 characters)');
+  if (e.NODE_ENV === 'production') {
+    if (e.JWT_SECRET === undefined) {
+      throw new ConfigError(`JWT_SECRET is required when NODE_ENV=production (${STRONG_SECRET_HINT})`);
+    }
+    // Whoever knows the key can sign an access token for any account, administrators included.
+    const weakness = secretWeakness(e.JWT_SECRET);
+    if (weakness !== undefined) {
+      throw new ConfigError(`JWT_SECRET is refused when NODE_ENV=production: it ${weakness} (${STRONG_SECRET_HINT})`);
+    }
   }
   if (e.NODE_ENV === 'production' && e.SMTP_URL === undefined) {
     throw new ConfigError('SMTP_URL is required when NODE_ENV=production (smtp://user:password@host:port)');

@@ -18,10 +18,14 @@ function limitsByOperation(config: Readonly<Config>): Record<string, number> {
 
 /**
  * @fastify/rate-limit on the auth operations, per client IP (X-Forwarded-For only with TRUST_PROXY),
- * in memory or, with REDIS_URL, in Redis so that every instance shares the counts. Must be called
- * before the contract's routes are registered.
+ * in memory or, given the Redis client (connectRedis, which also closes it), in Redis so that every
+ * instance shares the counts. Must be called before the contract's routes are registered.
  */
-export async function registerRateLimits(app: FastifyInstance, config: Readonly<Config>): Promise<void> {
+export async function registerRateLimits(
+  app: FastifyInstance,
+  config: Readonly<Config>,
+  redis: Redis | undefined,
+): Promise<void> {
   const limits = limitsByOperation(config);
   const timeWindow = config.rateLimits.windowSeconds * 1000;
   // Runs before the plugin's own onRoute hook, which reads config.rateLimit.
@@ -40,36 +44,6 @@ export async function registerRateLimits(app: FastifyInstance, config: Readonly<
       route.config = { ...(route.config as object), rateLimit: perUser } as never;
     }
   });
-  let redis: Redis | undefined;
-  if (config.redisUrl !== undefined) {
-    const { Redis } = await import('ioredis'); // loaded only when configured: 13 MB and 40 ms at start
-    redis = new Redis(config.redisUrl, {
-      connectTimeout: 2000,
-      maxRetriesPerRequest: 1,
-      enableOfflineQueue: false,
-      lazyConnect: false,
-    });
-    redis.on('error', (err) => app.log.warn({ err: { message: err.message } }, 'redis error'));
-    // Commands fail while the connection is not ready (no offline queue) and would be counted in
-    // this process only: so the service waits for Redis before taking requests, until it is ready,
-    // refuses (down: no point waiting) or 2 s pass.
-    const client = redis;
-    await new Promise<void>((resolve) => {
-      const settle = (why?: string) => {
-        clearTimeout(timer);
-        client.off('ready', onReady).off('error', onError);
-        if (why !== undefined) app.log.warn(`redis not ready (${why}): counting in memory until it is`);
-        resolve();
-      };
-      const onReady = () => settle();
-      const onError = (err: Error) => settle(err.message);
-      const timer = setTimeout(() => settle('no answer in 2 s'), 2_000);
-      client.once('ready', onReady).once('error', onError);
-    });
-    app.addHook('onClose', async () => {
-      await redis?.quit().catch(() => redis?.disconnect());
-    });
-  }
   let warnedAt = 0;
   const onFallback = (err: Error) => {
     if (Date.now() - warnedAt < 10_000) return;

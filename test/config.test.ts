@@ -1,6 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import t from 'tap';
 import { ConfigError, loadConfig } from '../src/config.ts';
+import { estimateEntropyBits } from '../src/secret-strength.ts';
+
+/** A random signing key as `openssl rand -base64 48` prints it. */
+const strongSecret = () => randomBytes(48).toString('base64');
 
 t.test('defaults: port 7130 on 127.0.0.1, PGlite under ./data', async (t) => {
   const config = loadConfig({});
@@ -53,9 +58,82 @@ t.test('TRUST_PROXY never trusts every X-Forwarded-For hop', async (t) => {
 });
 
 t.test('production refuses insecure or incomplete auth settings', async (t) => {
-  const prod = { NODE_ENV: 'production', JWT_SECRET: 's'.repeat(40), SMTP_URL: 'smtp://mail.example.com:587' };
+  const prod = { NODE_ENV: 'production', JWT_SECRET: strongSecret(), SMTP_URL: 'smtp://mail.example.com:587' };
   t.ok(loadConfig(prod), 'a complete production config loads');
   t.throws(() => loadConfig({ ...prod, SMTP_URL: '' }), /^SMTP_URL is required when NODE_ENV=production/);
   t.throws(() => loadConfig({ ...prod, COOKIE_SECURE: 'false' }), /^COOKIE_SECURE=false is refused/);
   t.throws(() => loadConfig({ ADMIN_EMAIL: 'a@example.com' }), /^ADMIN_PASSWORD must be set together/);
+});
+
+t.test('production refuses a JWT_SECRET that is public, a placeholder or guessable', async (t) => {
+  const prod = { NODE_ENV: 'production', SMTP_URL: 'smtp://mail.example.com:587' };
+  const refused: Array<[string, string, RegExp]> = [
+    [
+      'the old docker-compose default',
+      'change-me-to-a-long-random-secret-of-32-or-more-chars',
+      /it is the public example value of docker-compose\.yml/,
+    ],
+    ['change-me', `change-me-${randomBytes(48).toString('base64url')}`, /placeholder, containing "changeme"/],
+    ['CHANGEME', `${randomBytes(48).toString('hex')}CHANGEME`, /placeholder, containing "changeme"/],
+    ['placeholder', `placeholder-${randomBytes(48).toString('base64')}`, /placeholder, containing "placeholder"/],
+    ['your-secret', `your_secret_${randomBytes(48).toString('hex')}`, /placeholder, containing "yoursecret"/],
+    ['secret repeated', 'my-app-secret-jwt-secret-prod-secret-key-2024-v1', /placeholder/],
+    ['one character repeated', 's'.repeat(64), /it is one character repeated/],
+    ['one character repeated, long', '7'.repeat(300), /it is one character repeated/],
+    ['a sequence repeated', randomBytes(24).toString('base64').repeat(4), /it is a sequence of 32 characters repeated/],
+    ['32 characters of base64 (192 bits)', randomBytes(24).toString('base64'), /fewer than 256/],
+    ['32 bytes as base64 but with one repeated half', 'Zm9vYmFyYmF6cXV4'.repeat(2) + 'x'.repeat(16), /fewer than 256/],
+    ['40 hex digits (160 bits)', randomBytes(20).toString('hex'), /it has about 160 bits of estimated entropy/],
+    ['lower-case letters only', 'thisismylongproductionkeyforsigningaccesstokens', /fewer than 256/],
+    ['a sentence', 'our-company-production-jwt-signing-key-for-2024', /fewer than 256/],
+    ['few distinct characters', 'abcabbacbcaacbbacabcbacabcabbcacbabcbacabcabcbacbacbbacbabcabcbacbacbacbab', /fewer than 256/],
+    ['0s and 1s', '0110100111010010110100101101001011010010110100101101001011010011', /fewer than 256/],
+  ];
+  for (const [label, secret, reason] of refused) {
+    let message = '';
+    t.throws(() => loadConfig({ ...prod, JWT_SECRET: secret }), ConfigError, label);
+    try {
+      loadConfig({ ...prod, JWT_SECRET: secret });
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    t.match(message, /^JWT_SECRET is refused when NODE_ENV=production: /, `${label}: names the variable`);
+    t.match(message, reason, `${label}: says why`);
+    t.match(message, /openssl rand -base64 48/, `${label}: says what to use instead`);
+    t.notOk(message.includes(secret), `${label}: the value is not echoed`);
+    t.equal(message.split('\n').length, 1, `${label}: one line`);
+  }
+});
+
+t.test('production accepts random keys as openssl prints them', async (t) => {
+  const prod = { NODE_ENV: 'production', SMTP_URL: 'smtp://mail.example.com:587' };
+  const accepted: Array<[string, () => string]> = [
+    ['openssl rand -base64 48', () => randomBytes(48).toString('base64')],
+    ['openssl rand -hex 32', () => randomBytes(32).toString('hex')],
+    ['openssl rand -hex 32, upper-case', () => randomBytes(32).toString('hex').toUpperCase()],
+    ['32 bytes as base64url', () => randomBytes(32).toString('base64url')],
+    ['32 bytes as base64 with padding', () => randomBytes(32).toString('base64')],
+    ['openssl rand -base64 64 (two lines joined)', () => randomBytes(64).toString('base64')],
+  ];
+  for (const [label, make] of accepted) {
+    for (let i = 0; i < 200; i++) {
+      const secret = make();
+      const config = loadConfig({ ...prod, JWT_SECRET: secret });
+      if (config.jwtSecret !== secret) t.fail(`${label}: ${secret} was not kept`);
+    }
+    t.pass(`${label}: 200 random values accepted`);
+  }
+  t.equal(estimateEntropyBits('0123456789abcdef'.repeat(4)), 256, 'hexadecimal counts 4 bits a digit');
+  // 4 distinct characters in 64 suggest an alphabet of 4, credited as 12: log2(12) = 3.58 bits a character.
+  t.equal(Math.round(estimateEntropyBits('Ab9+'.repeat(16))), 229, 'few distinct characters count less');
+  t.equal(Math.round(estimateEntropyBits(randomBytes(48).toString('base64'))), 384, 'base64 counts 6 bits a character');
+});
+
+t.test('outside production a JWT_SECRET of 32 characters is enough, as before', async (t) => {
+  for (const NODE_ENV of ['development', 'test']) {
+    t.equal(loadConfig({ NODE_ENV, JWT_SECRET: 'a'.repeat(32) }).jwtSecret, 'a'.repeat(32), `${NODE_ENV}: repeated`);
+    const sentence = 'change-me-to-a-long-random-secret-of-32-or-more-chars';
+    t.equal(loadConfig({ NODE_ENV, JWT_SECRET: sentence }).jwtSecret, sentence, `${NODE_ENV}: the old default`);
+    t.throws(() => loadConfig({ NODE_ENV, JWT_SECRET: 'a'.repeat(31) }), /^JWT_SECRET must be at least 32 characters$/);
+  }
 });

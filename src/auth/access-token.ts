@@ -1,6 +1,7 @@
 import type { FastifyJWTOptions } from '@fastify/jwt';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.ts';
+import type { SessionRevocations } from './session-revocations.ts';
 import { VerifiedTokenCache } from './verified-token-cache.ts';
 
 export const TOKEN_ISSUER = 'accounts-service';
@@ -27,6 +28,15 @@ declare module '@fastify/jwt' {
     user: AccessTokenClaims;
   }
 }
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The sessions ended before their access tokens expire (buildApp decorates the app with them). */
+    sessionRevocations: SessionRevocations;
+  }
+}
+
+const sessionRevoked = () => new ApiError(401, 'SESSION_REVOKED', 'This session has ended; sign in again');
 
 /** @fastify/jwt options: HS256 only, on both signing and verifying, with issuer and audience checked. */
 export function jwtOptions(secret: string, accessTokenTtlSeconds: number): FastifyJWTOptions {
@@ -67,7 +77,7 @@ function hasAccessTokenClaims(verified: AccessTokenClaims): boolean {
   );
 }
 
-/** The `bearerAuth` security scheme: a valid, unexpired access token, or 401. */
+/** The `bearerAuth` security scheme: a valid, unexpired access token of a session still open, or 401. */
 export async function bearerAuth(request: FastifyRequest): Promise<void> {
   const header = request.headers.authorization;
   // The service's tokens are a few hundred bytes; a huge one is refused before any work on it.
@@ -78,6 +88,8 @@ export async function bearerAuth(request: FastifyRequest): Promise<void> {
   const cache = verifiedTokensOf(request.server);
   const known = cache.get(token, Date.now());
   if (known !== undefined) {
+    // Checked after the cache: a token verified before its session ended is refused all the same.
+    if (request.server.sessionRevocations.isRevoked(known.sid)) throw sessionRevoked();
     request.user = known;
     return;
   }
@@ -93,11 +105,12 @@ export async function bearerAuth(request: FastifyRequest): Promise<void> {
     throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
   }
   cache.set(token, request.user, Date.now());
+  if (request.server.sessionRevocations.isRevoked(request.user.sid)) throw sessionRevoked();
 }
 
 /**
  * Verifies an access token given outside an Authorization header (a socket's handshake): the same
- * checks as bearerAuth, the same 401 errors.
+ * checks as bearerAuth (its session included), the same 401 errors.
  */
 export function verifyAccessToken(app: FastifyInstance, token: string): AccessTokenClaims {
   if (token.length > MAX_AUTHORIZATION_LENGTH) {
@@ -105,7 +118,10 @@ export function verifyAccessToken(app: FastifyInstance, token: string): AccessTo
   }
   const cache = verifiedTokensOf(app);
   const known = cache.get(token, Date.now());
-  if (known !== undefined) return known;
+  if (known !== undefined) {
+    if (app.sessionRevocations.isRevoked(known.sid)) throw sessionRevoked();
+    return known;
+  }
   let claims: AccessTokenClaims;
   try {
     claims = app.jwt.verify<AccessTokenClaims>(token);
@@ -118,6 +134,7 @@ export function verifyAccessToken(app: FastifyInstance, token: string): AccessTo
   }
   if (!hasAccessTokenClaims(claims)) throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
   cache.set(token, claims, Date.now());
+  if (app.sessionRevocations.isRevoked(claims.sid)) throw sessionRevoked();
   return claims;
 }
 

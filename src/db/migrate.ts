@@ -6,6 +6,7 @@ import * as m0004 from './migrations/0004_directory_grams.ts';
 import * as m0005 from './migrations/0005_embedding_usage.ts';
 import * as m0006 from './migrations/0006_realtime.ts';
 import * as m0007 from './migrations/0007_realtime_delivery.ts';
+import * as m0008 from './migrations/0008_account_ownership.ts';
 import type { Database } from './schema.ts';
 
 /** Every migration, in order. Listed by hand so that no file-system scan happens at start-up. */
@@ -17,6 +18,7 @@ export const migrations: Record<string, Migration> = {
   '0005_embedding_usage': m0005,
   '0006_realtime': m0006,
   '0007_realtime_delivery': m0007,
+  '0008_account_ownership': m0008,
 };
 
 /** Brings the database to the latest migration; throws with the failing migration's name on error. */

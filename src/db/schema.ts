@@ -43,6 +43,8 @@ export interface EmailVerificationsTable {
   token_expires_at: Date;
   failed_attempts: ColumnType<number, number | undefined, number>;
   pending_password_hash: string | null;
+  /** More than one sign-up was made for the address before it was verified: no password is activated. */
+  contested: ColumnType<boolean, boolean | undefined, boolean>;
   consumed_at: Date | null;
   created_at: ColumnType<Date, Date | undefined, Date>;
 }
@@ -50,6 +52,15 @@ export interface EmailVerificationsTable {
 export interface EmailSendLogTable {
   email: string;
   last_sent_at: Date;
+  window_started_at: Date;
+  sent_in_window: ColumnType<number, number | undefined, number>;
+  code_attempts_in_window: ColumnType<number, number | undefined, number>;
+}
+
+/** Emails to one address caused by one requester (client IP) in the current daily window. */
+export interface EmailSendRequestersTable {
+  email: string;
+  requester: string;
   window_started_at: Date;
   sent_in_window: ColumnType<number, number | undefined, number>;
 }
@@ -121,6 +132,7 @@ export interface Database {
   user_providers: UserProvidersTable;
   email_verifications: EmailVerificationsTable;
   email_send_log: EmailSendLogTable;
+  email_send_requesters: EmailSendRequestersTable;
   sessions: SessionsTable;
   rotated_refresh_tokens: RotatedRefreshTokensTable;
   embedding_usage: EmbeddingUsageTable;

@@ -13,6 +13,7 @@ type AuthOperations =
   | 'verifyEmail'
   | 'refreshSession'
   | 'logout'
+  | 'changePassword'
   | 'getCurrentSession';
 
 /** The web client's refresh-token cookie, scoped to the auth endpoints. */
@@ -81,7 +82,7 @@ export function authHandlers(ctx: AppContext): HandlersFor<AuthOperations> {
     },
 
     async sendVerificationEmail(request, reply) {
-      await auth.sendVerification(request.body.email);
+      await auth.sendVerification(request.body.email, { ip: request.ip });
       reply.code(202);
       return { message: 'If the address belongs to an account that still needs verification, an email is on its way.' };
     },
@@ -105,6 +106,12 @@ export function authHandlers(ctx: AppContext): HandlersFor<AuthOperations> {
       const token = presentedRefreshToken(request, client.clientType, request.body);
       await auth.logout(token, client, request.headers['x-csrf-token']);
       if (client.clientType === 'web') reply.clearCookie(REFRESH_COOKIE, cookieOptions(config, 0));
+      reply.code(204);
+      return undefined;
+    },
+
+    async changePassword(request, reply) {
+      await auth.changePassword({ userId: request.user.sub, sessionId: request.user.sid }, request.body);
       reply.code(204);
       return undefined;
     },

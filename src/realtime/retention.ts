@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import { isDatabaseUnavailable } from '../db/errors.ts';
 import type { Database } from '../db/schema.ts';
+import { startPeriodicJob } from '../periodic-job.ts';
 
 const BATCH = 10_000;
 const DAY_MS = 86_400_000;
@@ -32,28 +32,9 @@ export function startRetention(
   now: () => Date,
   log: FastifyBaseLogger,
 ): () => Promise<void> {
-  let running: Promise<void> | undefined;
-  const run = () => {
-    running ??= deleteExpiredMessages(db, days, now())
-      .then((n) => {
-        if (n > 0) log.info({ deleted: n, retentionDays: days }, 'realtime: expired messages deleted');
-      })
-      .catch((err: unknown) =>
-        isDatabaseUnavailable(err)
-          ? log.info('realtime: expired messages not deleted (database unavailable); will retry')
-          : log.warn({ err }, 'realtime: deleting expired messages failed; will retry'),
-      )
-      .finally(() => {
-        running = undefined;
-      });
+  const job = async () => {
+    const n = await deleteExpiredMessages(db, days, now());
+    if (n > 0) log.info({ deleted: n, retentionDays: days }, 'realtime: expired messages deleted');
   };
-  const first = setTimeout(run, 5_000);
-  const every = setInterval(run, RETENTION_INTERVAL_MS);
-  first.unref();
-  every.unref();
-  return async () => {
-    clearTimeout(first);
-    clearInterval(every);
-    await running;
-  };
+  return startPeriodicJob('realtime: deleting expired messages', job, RETENTION_INTERVAL_MS, log);
 }

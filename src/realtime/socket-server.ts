@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import { Server, type Socket } from 'socket.io';
 import { verifyAccessToken } from '../auth/access-token.ts';
+import type { SessionRevocations } from '../auth/session-revocations.ts';
 import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/errors.ts';
 import type { Database } from '../db/schema.ts';
@@ -27,6 +28,8 @@ import { watchOutput } from './slow-consumers.ts';
 interface Caller {
   /** The signed-in user; undefined on an anonymous socket (role anon). */
   userId: string | undefined;
+  /** The session of the access token; undefined when anonymous. */
+  sessionId: string | undefined;
   presenceId: string;
   /** When the access token expires (ms since the epoch); undefined when anonymous. */
   expiresAt: number | undefined;
@@ -55,17 +58,20 @@ interface RawWebSocket {
 const MAX_QUEUED = 64;
 /** setTimeout's longest delay. */
 const MAX_TIMER_MS = 2_147_483_647;
+const SESSION_REVOKED_MESSAGE = 'This session has ended; sign in again';
 
 /**
  * The realtime server: socket.io on the service's own HTTP server (path /socket.io/, websocket only).
  * Handshakes carry the access token; subscribing and publishing run as the caller in the database,
- * so the realtime policies decide. Protocol: asyncapi.yaml.
+ * so the realtime policies decide. When a session is revoked (here or on another instance), its
+ * sockets are told (SESSION_REVOKED) and disconnected. Protocol: asyncapi.yaml.
  */
 export function startRealtimeServer(
   app: FastifyInstance,
   config: Readonly<Config>,
   db: Kysely<Database>,
   now: () => Date,
+  revocations: SessionRevocations,
 ): RealtimeServer {
   const log = app.log.child({ component: 'realtime' });
   const io = new Server(app.server, {
@@ -77,13 +83,26 @@ export function startRealtimeServer(
   refusePlainHttp(app);
   const fanout: Fanout = attachFanout(io, config, log);
   const publish = (input: PublishInput) => publishMessage(db, fanout, input, now(), config.realtime.maxPayloadBytes);
+  const emitError = (socket: RealtimeSocket, code: RealtimeErrorCode, message: string, channel: string | null) =>
+    socket.emit('realtime:error', { code, message, channel });
+
+  /** This instance's signed-in sockets by session id, so that a revocation finds them without a scan. */
+  const bySession = new Map<string, Set<RealtimeSocket>>();
+  const stopRevocations = revocations.onRevoked((sessionId) => {
+    const sockets = bySession.get(sessionId);
+    if (sockets === undefined) return;
+    for (const socket of [...sockets]) {
+      emitError(socket, 'SESSION_REVOKED', SESSION_REVOKED_MESSAGE, null);
+      socket.disconnect(true);
+    }
+  });
 
   io.use((socket, next) => {
     const token = (socket.handshake.auth as { token?: unknown } | undefined)?.token;
     const presenceId = randomUUID();
     if (token === undefined || token === null || token === '') {
       if (config.realtime.allowAnon) {
-        socket.data = { userId: undefined, presenceId, expiresAt: undefined } satisfies Caller;
+        socket.data = { userId: undefined, sessionId: undefined, presenceId, expiresAt: undefined } satisfies Caller;
         return next();
       }
       return next(refusal('UNAUTHORIZED', 'An access token is required in the handshake (auth.token)'));
@@ -98,6 +117,7 @@ export function startRealtimeServer(
       delete socket.handshake.headers.cookie;
       socket.data = {
         userId: claims.sub,
+        sessionId: claims.sid,
         presenceId,
         expiresAt: claims.exp === undefined ? undefined : claims.exp * 1000,
       } satisfies Caller;
@@ -114,8 +134,28 @@ export function startRealtimeServer(
     const caller = socket.data;
     const member: PresenceMember = { presenceId: caller.presenceId, userId: caller.userId ?? null };
     const sendError = (code: RealtimeErrorCode, message: string, channel: string | null) =>
-      socket.emit('realtime:error', { code, message, channel });
+      emitError(socket, code, message, channel);
 
+    if (caller.sessionId !== undefined) {
+      const sessionId = caller.sessionId;
+      // Revoked between the handshake's check and now: the revocation did not find this socket.
+      if (revocations.isRevoked(sessionId)) {
+        sendError('SESSION_REVOKED', SESSION_REVOKED_MESSAGE, null);
+        socket.disconnect(true);
+        return;
+      }
+      let sockets = bySession.get(sessionId);
+      if (sockets === undefined) {
+        sockets = new Set();
+        bySession.set(sessionId, sockets);
+      }
+      sockets.add(socket);
+      socket.once('disconnect', () => {
+        const current = bySession.get(sessionId);
+        current?.delete(socket);
+        if (current?.size === 0) bySession.delete(sessionId);
+      });
+    }
     if (caller.expiresAt !== undefined) {
       const expiresAt = caller.expiresAt;
       let expiry: NodeJS.Timeout;
@@ -303,6 +343,7 @@ export function startRealtimeServer(
   return {
     publish,
     async close() {
+      stopRevocations();
       const engine = io.engine as unknown as { clients: Record<string, { transport?: { socket?: RawWebSocket } }> };
       const connections = Object.values(engine.clients)
         .map((c) => c.transport?.socket)

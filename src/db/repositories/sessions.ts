@@ -1,4 +1,4 @@
-import type { Selectable } from 'kysely';
+import { type Selectable, sql } from 'kysely';
 import type { ClientType, Executor, SessionsTable } from '../schema.ts';
 
 export type SessionRow = Selectable<SessionsTable>;
@@ -71,11 +71,46 @@ export async function rotateRefreshToken(
   return true;
 }
 
-export async function revokeSession(db: Executor, sessionId: string, now: Date): Promise<void> {
-  await db
-    .updateTable('sessions')
-    .set({ revoked_at: now })
-    .where('id', '=', sessionId)
-    .where('revoked_at', 'is', null)
-    .execute();
+/** The PostgreSQL notification that announces a revoked session (its id is the payload) to every instance. */
+export const SESSION_REVOKED_CHANNEL = 'auth_session_revoked';
+
+/**
+ * Revokes the sessions the filter selects that are not revoked yet and announces each one, in the
+ * same statement: a notification is only ever sent for a committed revocation. Returns their ids.
+ */
+async function revokeWhere(
+  db: Executor,
+  now: Date,
+  filter: { sessionId: string } | { userId: string; exceptSessionId?: string | undefined },
+): Promise<string[]> {
+  const condition =
+    'sessionId' in filter
+      ? sql`id = ${filter.sessionId}`
+      : filter.exceptSessionId === undefined
+        ? sql`user_id = ${filter.userId}`
+        : sql`user_id = ${filter.userId} and id <> ${filter.exceptSessionId}`;
+  const result = await sql<{ id: string }>`
+    with revoked as (
+      update sessions set revoked_at = ${now}
+      where ${condition} and revoked_at is null
+      returning id
+    )
+    select id, pg_notify(${SESSION_REVOKED_CHANNEL}, id::text) from revoked
+  `.execute(db);
+  return result.rows.map((r) => r.id);
+}
+
+/** Revokes one session; returns its id when this call revoked it (empty when it already was). */
+export function revokeSession(db: Executor, sessionId: string, now: Date): Promise<string[]> {
+  return revokeWhere(db, now, { sessionId });
+}
+
+/** Revokes every live session of a user, but for `exceptSessionId` when given; returns their ids. */
+export function revokeUserSessions(
+  db: Executor,
+  userId: string,
+  now: Date,
+  exceptSessionId?: string,
+): Promise<string[]> {
+  return revokeWhere(db, now, { userId, exceptSessionId });
 }

@@ -17,6 +17,26 @@ export async function findUserByEmail(db: Executor, email: string): Promise<User
     .executeTakeFirst();
 }
 
+/**
+ * A user by lower-cased email, for signing in: with the password a pending (not contested)
+ * sign-up chose, which tells "right password, address not verified yet" from a wrong one.
+ */
+export async function findUserForSignIn(
+  db: Executor,
+  email: string,
+): Promise<(UserRow & { pending_password_hash: string | null }) | undefined> {
+  return db
+    .selectFrom('users')
+    .leftJoin('email_verifications as v', (join) =>
+      join.onRef('v.user_id', '=', 'users.id').on('v.contested', '=', false).on('v.consumed_at', 'is', null),
+    )
+    .selectAll('users')
+    .select(withProviders.as('providers'))
+    .select('v.pending_password_hash')
+    .where('users.email', '=', email)
+    .executeTakeFirst();
+}
+
 export async function findUserById(db: Executor, id: string): Promise<UserRow | undefined> {
   return db
     .selectFrom('users')
@@ -56,17 +76,53 @@ export async function addProvider(db: Executor, userId: string, provider: string
     .execute();
 }
 
-/** Marks the address verified and, when the verified sign-up chose one, sets its password. */
-export async function markEmailVerified(db: Executor, userId: string, passwordHash: string | null): Promise<void> {
+/**
+ * Marks the address verified and sets the password the verification activates: a hash, null (the
+ * account has none from now on), or undefined (the account keeps the one it has).
+ */
+export async function markEmailVerified(
+  db: Executor,
+  userId: string,
+  passwordHash: string | null | undefined,
+): Promise<void> {
   await db
     .updateTable('users')
-    .set(passwordHash === null ? { email_verified: true } : { email_verified: true, password_hash: passwordHash })
+    .set(passwordHash === undefined ? { email_verified: true } : { email_verified: true, password_hash: passwordHash })
     .where('id', '=', userId)
     .execute();
 }
 
+/** Inserts an unverified account without a password unless the address is taken (nothing happens then). */
+export async function insertUnverifiedUser(db: Executor, email: string, name: string | null): Promise<void> {
+  await db
+    .insertInto('users')
+    .values({ email, password_hash: null, profile: JSON.stringify({ name, avatar_url: null }) as never })
+    .onConflict((oc) => oc.column('email').doNothing())
+    .execute();
+}
+
+/** Gives the account with this address the `email` provider, if it lacks it (nothing happens otherwise). */
+export async function ensureEmailProvider(db: Executor, email: string): Promise<void> {
+  await db
+    .insertInto('user_providers')
+    .columns(['user_id', 'provider', 'provider_account_id'])
+    .expression((eb) =>
+      eb
+        .selectFrom('users')
+        .select(['id', eb.val('email').as('provider'), 'email'])
+        .where('email', '=', email),
+    )
+    .onConflict((oc) => oc.doNothing())
+    .execute();
+}
+
+/** Sets (or replaces) an account's password. */
+export async function setPassword(db: Executor, userId: string, passwordHash: string): Promise<void> {
+  await db.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', userId).execute();
+}
+
 /** Creates the administrator or brings an existing account to admin, verified, with this password hash. */
-export async function upsertAdmin(db: Executor, email: string, passwordHash: string): Promise<void> {
+export async function upsertAdmin(db: Executor, email: string, passwordHash: string): Promise<string> {
   const row = await db
     .insertInto('users')
     .values({ email, password_hash: passwordHash, email_verified: true, role: 'admin' })
@@ -76,4 +132,5 @@ export async function upsertAdmin(db: Executor, email: string, passwordHash: str
     .returning('id')
     .executeTakeFirstOrThrow();
   await addProvider(db, row.id, 'email', email);
+  return row.id;
 }

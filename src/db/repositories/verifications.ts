@@ -3,66 +3,148 @@ import type { EmailVerificationsTable, Executor } from '../schema.ts';
 
 export type VerificationRow = Selectable<EmailVerificationsTable>;
 
-/** Replaces the user's verification (voiding any earlier code and link) with a fresh one. */
-export async function replaceVerification(
-  db: Executor,
-  v: {
-    userId: string;
-    codeHmac: string;
-    tokenHash: string;
-    codeExpiresAt: Date;
-    tokenExpiresAt: Date;
-    /** The password of the sign-up asking for it; undefined (a resend) keeps the previous one. */
-    pendingPasswordHash: string | undefined;
-    now: Date;
-  },
-): Promise<void> {
-  const values = {
-    code_hmac: v.codeHmac,
-    token_hash: v.tokenHash,
-    code_expires_at: v.codeExpiresAt,
-    token_expires_at: v.tokenExpiresAt,
-    failed_attempts: 0,
-    consumed_at: null,
-    created_at: v.now,
-  };
-  await db
-    .insertInto('email_verifications')
-    .values({ user_id: v.userId, ...values, pending_password_hash: v.pendingPasswordHash ?? null })
-    .onConflict((oc) =>
-      oc.column('user_id').doUpdateSet({
-        ...values,
-        pending_password_hash: v.pendingPasswordHash ?? sql<string | null>`email_verifications.pending_password_hash`,
-      }),
-    )
-    .execute();
+/** A fresh code and link: what a verification email carries, as stored. */
+export interface IssuedCode {
+  codeHmac: string;
+  tokenHash: string;
+  codeExpiresAt: Date;
+  tokenExpiresAt: Date;
 }
 
-/** The verification of the user with this email (and the user's id), if both exist. */
-export async function findVerificationByEmail(
+/**
+ * Records a sign-up for an unverified account (nothing happens for a verified one: the statement
+ * runs all the same, so that both cost the same). The first sign-up's password waits for the
+ * verification; a later sign-up before verification marks the address contested, which clears
+ * the pending password for good. With `fresh` (an email will go out) the code and link are
+ * replaced; without it (the cooldown or the daily cap said no) they stay as they were, and an
+ * account that had none gets an unusable pair, so that a later re-send has a row to replace.
+ * Returns the account's id and whether it is now contested, when the account is unverified.
+ */
+export async function recordSignUp(
+  db: Executor,
+  s: { email: string; passwordHash: string; fresh: IssuedCode | undefined; unusable: IssuedCode; now: Date },
+): Promise<{ userId: string; contested: boolean } | undefined> {
+  const issued = s.fresh ?? s.unusable;
+  const row = await db
+    .insertInto('email_verifications')
+    .columns([
+      'user_id',
+      'code_hmac',
+      'token_hash',
+      'code_expires_at',
+      'token_expires_at',
+      'failed_attempts',
+      'pending_password_hash',
+      'contested',
+      'consumed_at',
+      'created_at',
+    ])
+    .expression((eb) =>
+      eb
+        .selectFrom('users')
+        .select([
+          'id',
+          eb.val(issued.codeHmac).as('code_hmac'),
+          eb.val(issued.tokenHash).as('token_hash'),
+          eb.val(issued.codeExpiresAt).as('code_expires_at'),
+          eb.val(issued.tokenExpiresAt).as('token_expires_at'),
+          eb.val(0).as('failed_attempts'),
+          // An account that already holds a password was signed up for without verification
+          // (REQUIRE_EMAIL_VERIFICATION=false at the time): that sign-up competes too.
+          sql<string | null>`case when users.password_hash is null then ${s.passwordHash} end`.as(
+            'pending_password_hash',
+          ),
+          sql<boolean>`users.password_hash is not null`.as('contested'),
+          eb.val(null).as('consumed_at'),
+          eb.val(s.now).as('created_at'),
+        ])
+        .where('email', '=', s.email)
+        .where('email_verified', '=', false),
+    )
+    .onConflict((oc) =>
+      oc.column('user_id').doUpdateSet({
+        // Any earlier sign-up (pending, or already contested) makes this one a competitor.
+        contested: sql<boolean>`email_verifications.contested or email_verifications.pending_password_hash is not null or excluded.contested`,
+        pending_password_hash: sql<string | null>`case
+          when email_verifications.contested or email_verifications.pending_password_hash is not null
+            or excluded.contested then null
+          else excluded.pending_password_hash end`,
+        ...(s.fresh === undefined
+          ? {}
+          : {
+              code_hmac: s.fresh.codeHmac,
+              token_hash: s.fresh.tokenHash,
+              code_expires_at: s.fresh.codeExpiresAt,
+              token_expires_at: s.fresh.tokenExpiresAt,
+              failed_attempts: 0,
+              consumed_at: null,
+              created_at: s.now,
+            }),
+      }),
+    )
+    .returning(['user_id', 'contested'])
+    .executeTakeFirst();
+  return row === undefined ? undefined : { userId: row.user_id, contested: row.contested };
+}
+
+/**
+ * Replaces the code and link of the unverified account with this address (voiding the earlier
+ * ones), keeping its pending sign-up. Returns the account's id and whether it is contested, or
+ * undefined when there is no unverified account with this address (nothing is written then).
+ */
+export async function reissueVerification(
   db: Executor,
   email: string,
-): Promise<{ userId: string; verification: VerificationRow | undefined } | undefined> {
+  issued: IssuedCode,
+  now: Date,
+): Promise<{ userId: string; contested: boolean } | undefined> {
+  const fields = {
+    code_hmac: issued.codeHmac,
+    token_hash: issued.tokenHash,
+    code_expires_at: issued.codeExpiresAt,
+    token_expires_at: issued.tokenExpiresAt,
+    failed_attempts: 0,
+    consumed_at: null,
+    created_at: now,
+  };
   const row = await db
-    .selectFrom('users')
-    .leftJoin('email_verifications as v', 'v.user_id', 'users.id')
-    .select(['users.id as uid'])
-    .select([
-      'v.user_id',
-      'v.code_hmac',
-      'v.token_hash',
-      'v.code_expires_at',
-      'v.token_expires_at',
-      'v.failed_attempts',
-      'v.pending_password_hash',
-      'v.consumed_at',
-      'v.created_at',
-    ])
-    .where('users.email', '=', email)
+    .insertInto('email_verifications')
+    .columns(['user_id', ...(Object.keys(fields) as (keyof typeof fields)[])])
+    .expression((eb) =>
+      eb
+        .selectFrom('users')
+        .select([
+          'id',
+          eb.val(fields.code_hmac).as('code_hmac'),
+          eb.val(fields.token_hash).as('token_hash'),
+          eb.val(fields.code_expires_at).as('code_expires_at'),
+          eb.val(fields.token_expires_at).as('token_expires_at'),
+          eb.val(0).as('failed_attempts'),
+          eb.val(null).as('consumed_at'),
+          eb.val(now).as('created_at'),
+        ])
+        .where('email', '=', email)
+        .where('email_verified', '=', false),
+    )
+    .onConflict((oc) => oc.column('user_id').doUpdateSet(fields))
+    .returning(['user_id', 'contested'])
     .executeTakeFirst();
-  if (!row) return undefined;
-  const { uid, ...v } = row;
-  return { userId: uid, verification: v.user_id === null ? undefined : (v as VerificationRow) };
+  return row === undefined ? undefined : { userId: row.user_id, contested: row.contested };
+}
+
+/**
+ * Takes one attempt of the code of the address's live verification, atomically: the count goes up
+ * before the code is compared, so concurrent guesses cannot share one attempt. Returns the
+ * verification as it is after the count (undefined when the address has no live verification).
+ */
+export async function takeCodeAttempt(db: Executor, email: string): Promise<VerificationRow | undefined> {
+  return db
+    .updateTable('email_verifications')
+    .set({ failed_attempts: sql`failed_attempts + 1` })
+    .where('user_id', '=', (eb) => eb.selectFrom('users').select('id').where('email', '=', email))
+    .where('consumed_at', 'is', null)
+    .returningAll()
+    .executeTakeFirst();
 }
 
 export async function findVerificationByTokenHash(
@@ -73,71 +155,26 @@ export async function findVerificationByTokenHash(
 }
 
 /**
- * Counts a failed code attempt for the address, in its own statement so that it commits even though
- * the request fails. Runs the same single statement whether or not the address exists.
- */
-export async function recordFailedCodeAttempt(db: Executor, email: string): Promise<void> {
-  await db
-    .updateTable('email_verifications')
-    .set({ failed_attempts: sql`failed_attempts + 1` })
-    .where('user_id', '=', (eb) => eb.selectFrom('users').select('id').where('email', '=', email))
-    .where('consumed_at', 'is', null)
-    .execute();
-}
-
-/**
  * Consumes exactly this issuance of the verification, if it is still live. Of any number of
- * concurrent callers, one gets true: the condition and the write are one atomic UPDATE.
+ * concurrent callers, one gets true: the condition and the write are one atomic UPDATE. Returns
+ * the consumed row (its pending password and whether it was contested, as they are now).
  */
 export async function consumeVerification(
   db: Executor,
   v: VerificationRow,
   now: Date,
-  /** For a code: the failures that void it. The link is independent of failed code attempts. */
-  maxCodeFailures: number | undefined,
-): Promise<boolean> {
-  let update = db
+): Promise<VerificationRow | undefined> {
+  return db
     .updateTable('email_verifications')
     .set({ consumed_at: now })
     .where('user_id', '=', v.user_id)
     .where('token_hash', '=', v.token_hash)
-    .where('consumed_at', 'is', null);
-  if (maxCodeFailures !== undefined) update = update.where('failed_attempts', '<', maxCodeFailures);
-  const result = await update.executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
+    .where('consumed_at', 'is', null)
+    .returningAll()
+    .executeTakeFirst();
 }
 
-/**
- * Claims the right to send a verification email to an address: false while the cooldown runs or
- * once the daily cap is reached (each email resets the code's failure count, so the cap bounds the
- * guesses an attacker gets per day). One atomic upsert, so concurrent instances agree.
- */
-export async function claimEmailSend(
-  db: Executor,
-  email: string,
-  now: Date,
-  limits: { cooldownSeconds: number; perDay: number },
-): Promise<boolean> {
-  const cutoff = new Date(now.getTime() - limits.cooldownSeconds * 1000);
-  const dayAgo = new Date(now.getTime() - 86_400_000);
-  const result = await sql<{ email: string }>`
-    insert into email_send_log as l (email, last_sent_at, window_started_at, sent_in_window)
-    values (${email}, ${now}, ${now}, 1)
-    on conflict (email) do update set
-      last_sent_at = excluded.last_sent_at,
-      window_started_at = case when l.window_started_at <= ${dayAgo} then excluded.last_sent_at else l.window_started_at end,
-      sent_in_window = case when l.window_started_at <= ${dayAgo} then 1 else l.sent_in_window + 1 end
-    where l.last_sent_at <= ${cutoff} and (l.window_started_at <= ${dayAgo} or l.sent_in_window < ${limits.perDay})
-    returning email
-  `.execute(db);
-  return result.rows.length === 1;
-}
-
-/** Gives back a claim whose email could not be sent, so that the person can ask again at once. */
-export async function releaseEmailSend(db: Executor, email: string, claimedAt: Date): Promise<void> {
-  await sql`
-    update email_send_log
-    set last_sent_at = to_timestamp(0), sent_in_window = greatest(sent_in_window - 1, 0)
-    where email = ${email} and last_sent_at = ${claimedAt}
-  `.execute(db);
+/** Deletes every verification of an account (its pending sign-ups with them). */
+export async function deleteVerifications(db: Executor, userId: string): Promise<void> {
+  await db.deleteFrom('email_verifications').where('user_id', '=', userId).execute();
 }

@@ -1,0 +1,335 @@
+/**
+ * Account enumeration by timing: does an auth operation answer a registered address measurably
+ * slower or faster than an unknown one? Three kinds of address (known-unverified: signed up, never
+ * verified; known-verified: signed up and verified; unknown: never seen) and three operations
+ * (re-send the verification email, sign up, verify with a wrong code). For each operation, each
+ * known kind is compared with the unknown kind: a warm-up, then alternating pairs (known, unknown,
+ * known, unknown, …), one request at a time over one keep-alive connection. Reported per comparison:
+ * the median latency of each kind, their difference, whether it is within 1 ms, and whether status
+ * and body are identical across the kinds.
+ *
+ *   npm run bench:timing -- --database pglite       # or postgres (the default)
+ *   npm run bench:timing -- --pairs 50 --warmup 20 --timeout 900
+ *   npm run bench:timing -- --quick                 # 10 pairs, 4 warm-up requests: a smoke test
+ *
+ * As an attacker probes: one address of each kind, re-used for every request of an operation
+ * (each operation gets its own three addresses, so that one operation's probes do not change the
+ * state another operation starts from). The exception is sign-up's unknown kind: signing up an
+ * address registers it, so every unknown sign-up uses a new address.
+ *
+ * The service runs from its build on loopback (bench/lib/setup.ts) in development mode without
+ * SMTP_URL, so that mail is written to its log (LOG_LEVEL=warn keeps the rest of the log quiet);
+ * the code that verifies the known-verified address is read from that log. Per-IP rate limits are
+ * raised so that nothing is limited. The database is new and empty and is removed afterwards:
+ * PostgreSQL (DATABASE_URL names the server, default postgres://postgres@127.0.0.1:5432/postgres;
+ * a database enumeration_timing_<random> is created beside it and dropped) or PGlite (a temporary
+ * data directory). Writes bench/results/enumeration-timing-<database>.md and prints it.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { Client } from 'undici';
+import { buildService, projectRoot, type RunningService } from '../scripts/lib/service-process.ts';
+import { parseBenchOptions } from './lib/options.ts';
+import { startBuiltService, stopAll } from './lib/setup.ts';
+
+const usage =
+  'usage: npm run bench:timing -- [--quick] [--database postgres|pglite] [--pairs N] [--warmup N] [--timeout S]';
+const { quick, kind, extra } = parseBenchOptions(usage, { quick: 1, full: 1 }, ['pairs', 'warmup', 'timeout']);
+const whole = (value: string | undefined, fallback: number, max: number): number => {
+  const n = Number(value ?? fallback);
+  if (!Number.isSafeInteger(n) || n < 0 || n > max) {
+    console.error(usage);
+    process.exit(1);
+  }
+  return n;
+};
+const pairs = Math.max(1, whole(extra.pairs, quick ? 10 : 50, 1000));
+const warmup = whole(extra.warmup, quick ? 4 : 20, 1000);
+const timeoutSeconds = Math.max(1, whole(extra.timeout, 900, 3600));
+
+const wallStart = Date.now();
+const deadline = wallStart + timeoutSeconds * 1000;
+const progress = (text: string) => process.stderr.write(`${text}\n`);
+const loadAverage = () =>
+  os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' / ');
+const loadAtStart = loadAverage();
+
+const PASSWORD = 'enumeration-timing-password';
+const WRONG_CODE = '000000';
+const DOMAIN = 'example.com';
+const tag = randomBytes(4).toString('hex');
+
+type AddressKind = 'known-unverified' | 'known-verified' | 'unknown';
+type Operation = 'send-verification' | 'sign-up' | 'verify-wrong-code';
+const operations: { id: Operation; title: string }[] = [
+  { id: 'send-verification', title: 'POST /api/auth/email/send-verification' },
+  { id: 'sign-up', title: 'POST /api/auth/users (sign-up)' },
+  { id: 'verify-wrong-code', title: 'POST /api/auth/email/verify (wrong code)' },
+];
+
+interface Sample {
+  ms: number;
+  status: number;
+  body: string;
+}
+
+interface Comparison {
+  operation: Operation;
+  title: string;
+  known: AddressKind;
+  knownSamples: Sample[];
+  unknownSamples: Sample[];
+}
+
+/** The git commit measured, and whether the working tree differs from it. */
+function measuredCode(): string {
+  try {
+    const git = (...args: string[]) => execFileSync('git', args, { cwd: projectRoot, encoding: 'utf8' }).trim();
+    const head = git('log', '-1', '--format=%h %s').slice(0, 100);
+    const changed = git('status', '--porcelain', '--untracked-files=normal', '--', 'src').split('\n').filter(Boolean);
+    return `${head}${changed.length > 0 ? ` (plus ${changed.length} changed or new files under src/)` : ''}`;
+  } catch {
+    return 'unknown (not a git checkout)';
+  }
+}
+
+/** A new, empty database for the service; `drop` removes it. Loopback only. */
+async function newDatabase(): Promise<{ env: Record<string, string>; drop: () => Promise<void>; label: string }> {
+  if (kind === 'pglite') {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'enumeration-timing-'));
+    return { env: { DATA_DIR: dir }, drop: async () => rmSync(dir, { recursive: true, force: true }), label: dir };
+  }
+  const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  const host = new URL(serverUrl).hostname;
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(host)) throw new Error(`refusing ${host}: loopback only`);
+  const name = `enumeration_timing_${tag}`;
+  const admin = async (statement: string) => {
+    const client = new pg.Client({ connectionString: serverUrl });
+    await client.connect();
+    try {
+      await client.query(statement);
+    } finally {
+      await client.end();
+    }
+  };
+  await admin(`create database ${name}`);
+  const url = Object.assign(new URL(serverUrl), { pathname: `/${name}` }).toString();
+  return { env: { DATABASE_URL: url }, drop: () => admin(`drop database if exists ${name} with (force)`), label: name };
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+};
+const quantile = (xs: number[], q: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (s.length - 1) * q;
+  const lo = Math.floor(at);
+  const hi = Math.ceil(at);
+  return (s[lo] as number) + ((s[hi] as number) - (s[lo] as number)) * (at - lo);
+};
+
+const started: RunningService[] = [];
+let database: Awaited<ReturnType<typeof newDatabase>> | undefined;
+let http: Client | undefined;
+try {
+  progress('building the service (tsc, incremental)');
+  buildService();
+  const code = measuredCode();
+  database = await newDatabase();
+  progress(`starting the service on a new ${kind} database (${database.label})`);
+  const limits = {
+    RATE_LIMIT_VERIFY: '1000000',
+    RATE_LIMIT_SIGN_UP: '1000000',
+    RATE_LIMIT_SEND_VERIFICATION: '1000000',
+    RATE_LIMIT_SIGN_IN: '1000000',
+  };
+  // Development mode with SMTP_URL unset (an empty value is "not set"): mail goes to the log.
+  const { service, base } = await startBuiltService(started, {
+    NODE_ENV: 'development',
+    SMTP_URL: '',
+    LOG_LEVEL: 'warn',
+    ...limits,
+    ...database.env,
+  });
+  if (!base.startsWith('http://127.0.0.1:')) throw new Error(`refusing ${base}: loopback only`);
+  http = new Client(base, { pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: 30_000, bodyTimeout: 30_000 });
+  const client = http;
+
+  /** One request, timed from sending to the last byte of the answer. */
+  const send = async (method: 'POST', pathAndQuery: string, payload: object): Promise<Sample> => {
+    if (Date.now() > deadline) throw new Error(`over the time limit of ${timeoutSeconds} s`);
+    const t0 = process.hrtime.bigint();
+    const res = await client.request({
+      method,
+      path: pathAndQuery,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(payload),
+    });
+    const body = await res.body.text();
+    return { ms: Number(process.hrtime.bigint() - t0) / 1e6, status: res.statusCode, body };
+  };
+  const request = (operation: Operation, email: string): Promise<Sample> => {
+    switch (operation) {
+      case 'send-verification':
+        return send('POST', '/api/auth/email/send-verification', { email });
+      case 'sign-up':
+        return send('POST', '/api/auth/users', { email, password: PASSWORD });
+      case 'verify-wrong-code':
+        return send('POST', '/api/auth/email/verify?client_type=mobile', { email, otp: WRONG_CODE });
+    }
+  };
+  const expect = (sample: Sample, status: number, what: string) => {
+    if (sample.status !== status) throw new Error(`${what}: ${sample.status} ${sample.body.slice(0, 300)}`);
+  };
+
+  /** The code mailed to `email`, read from the service's log (development mode logs every email). */
+  const mailedCode = async (email: string): Promise<string> => {
+    const until = Date.now() + 10_000;
+    while (Date.now() < until) {
+      for (const line of service.output().split('\n')) {
+        if (!line.includes(email)) continue;
+        try {
+          const entry = JSON.parse(line) as { mail?: { to?: string; text?: string } };
+          const found = entry.mail?.to === email ? /\b(\d{6})\b/.exec(entry.mail.text ?? '') : null;
+          if (found?.[1]) return found[1];
+        } catch {
+          // not a JSON log line
+        }
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`no code for ${email} in the service's log`);
+  };
+
+  /** One address of each known kind for `operation`, made through the API as a user would. */
+  const prepareAccounts = async (operation: Operation) => {
+    const address = (k: string) => `timing-${tag}-${operation}-${k}@${DOMAIN}`;
+    const unverified = address('unverified');
+    const verified = address('verified');
+    expect(await request('sign-up', unverified), 202, `sign-up of ${unverified}`);
+    expect(await request('sign-up', verified), 202, `sign-up of ${verified}`);
+    const otp = await mailedCode(verified);
+    const verify = await send('POST', '/api/auth/email/verify?client_type=mobile', { email: verified, otp });
+    expect(verify, 200, `verification of ${verified}`);
+    return { 'known-unverified': unverified, 'known-verified': verified } as const;
+  };
+
+  const comparisons: Comparison[] = [];
+  for (const [i, op] of operations.entries()) {
+    progress(`[${i + 1}/${operations.length}] ${op.title}: preparing a known-unverified and a known-verified address`);
+    const known = await prepareAccounts(op.id);
+    let fresh = 0;
+    const unknownAddress = () =>
+      op.id === 'sign-up'
+        ? `timing-${tag}-${op.id}-unknown-${fresh++}@${DOMAIN}`
+        : `timing-${tag}-${op.id}-unknown@${DOMAIN}`;
+    for (const knownKind of ['known-unverified', 'known-verified'] as const) {
+      const c: Comparison = {
+        operation: op.id,
+        title: op.title,
+        known: knownKind,
+        knownSamples: [],
+        unknownSamples: [],
+      };
+      for (let w = 0; w < warmup; w++) {
+        await request(op.id, w % 2 === 0 ? known[knownKind] : unknownAddress());
+      }
+      for (let p = 0; p < pairs; p++) {
+        c.knownSamples.push(await request(op.id, known[knownKind]));
+        c.unknownSamples.push(await request(op.id, unknownAddress()));
+        if ((p + 1) % 10 === 0 || p + 1 === pairs) {
+          progress(
+            `    ${knownKind} vs unknown: ${p + 1}/${pairs} pairs, medians so far ${median(c.knownSamples.map((s) => s.ms)).toFixed(2)} / ${median(c.unknownSamples.map((s) => s.ms)).toFixed(2)} ms`,
+          );
+        }
+      }
+      comparisons.push(c);
+    }
+  }
+
+  const version = await (async () => {
+    if (kind === 'pglite') return 'PGlite';
+    const c = new pg.Client({ connectionString: database.env.DATABASE_URL });
+    await c.connect();
+    try {
+      return `PostgreSQL ${(await c.query<{ v: string }>("select current_setting('server_version') as v")).rows[0]?.v}`;
+    } finally {
+      await c.end();
+    }
+  })();
+
+  // The report.
+  const answers = (samples: Sample[]) => [...new Set(samples.map((s) => `${s.status} ${s.body}`))];
+  const rows = comparisons.map((c) => {
+    const k = c.knownSamples.map((s) => s.ms);
+    const u = c.unknownSamples.map((s) => s.ms);
+    const diff = median(k) - median(u);
+    const slower = c.knownSamples.filter((s, j) => s.ms > (c.unknownSamples[j]?.ms ?? Number.POSITIVE_INFINITY)).length;
+    const [ka, ua] = [answers(c.knownSamples), answers(c.unknownSamples)];
+    const same = ka.length === 1 && ua.length === 1 && ka[0] === ua[0];
+    return {
+      c,
+      same,
+      answers: [...new Set([...ka, ...ua])],
+      cells: [
+        c.title,
+        c.known,
+        median(k).toFixed(2),
+        median(u).toFixed(2),
+        `${diff >= 0 ? '+' : ''}${diff.toFixed(2)}`,
+        Math.abs(diff) <= 1 ? 'yes' : '**no**',
+        `${(quantile(k, 0.75) - quantile(k, 0.25)).toFixed(2)} / ${(quantile(u, 0.75) - quantile(u, 0.25)).toFixed(2)}`,
+        `${slower}/${pairs}`,
+        same ? `yes (${c.knownSamples[0]?.status})` : '**no**',
+      ],
+    };
+  });
+  const table = [
+    '| operation | known kind | median known ms | median unknown ms | difference ms | within 1 ms | IQR known / unknown ms | pairs with known slower | same status and body |',
+    '|---|---|---:|---:|---:|---|---:|---:|---|',
+    ...rows.map((r) => `| ${r.cells.join(' | ')} |`),
+  ].join('\n');
+  const differing = rows
+    .filter((r) => !r.same)
+    .map(
+      (r) => `- ${r.c.title}, ${r.c.known} vs unknown: ${r.answers.map((a) => `\`${a.slice(0, 200)}\``).join('; ')}`,
+    );
+  const loadAtEnd = loadAverage();
+  const header = [
+    `${version}; ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}); Node ${process.version}; ${new Date().toISOString()}`,
+    `Code measured: ${code}.`,
+    `${pairs} alternating pairs per comparison (known, unknown, …) after ${warmup} warm-up requests; one request at a time over one keep-alive connection (undici); latency from sending to the last byte of the answer.`,
+    `Addresses: one per known kind and operation, re-used for every request; the unknown kind re-uses one never-registered address, except for sign-up (a new address each time: signing up registers it).`,
+    `Load average (1 / 5 / 15 min): ${loadAtStart} at the start, ${loadAtEnd} at the end; ${Math.round((Date.now() - wallStart) / 1000)} s in all.`,
+  ].join('\n\n');
+  const md = [
+    `# Enumeration timing (${kind === 'postgres' ? 'PostgreSQL' : 'PGlite'})`,
+    '',
+    header,
+    '',
+    table,
+    '',
+    'Difference = median known - median unknown (positive: the registered address answers slower). The last-but-one column counts the pairs in which the known address was the slower of the two: far from half means a consistent difference, whatever its size.',
+    ...(differing.length > 0 ? ['', 'Answers that differ between kinds:', '', ...differing] : []),
+    '',
+  ].join('\n');
+  const dir = path.join(projectRoot, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, `enumeration-timing-${kind}.md`);
+  writeFileSync(file, md);
+  console.log(`\n${md}`);
+  console.log(`Written: ${path.relative(projectRoot, file)}`);
+} finally {
+  await http?.close().catch(() => {});
+  await stopAll(started);
+  await database?.drop().catch((err: Error) => progress(`could not remove the database: ${err.message}`));
+}

@@ -1,0 +1,43 @@
+import * as sessions from '../db/repositories/sessions.ts';
+import * as users from '../db/repositories/users.ts';
+import * as verifications from '../db/repositories/verifications.ts';
+import type { AuthDeps } from './auth-context.ts';
+import { hashPassword, verifyPassword } from './crypto.ts';
+import type { SessionIssuer } from './session-issuer.ts';
+
+/** The administrator named by ADMIN_EMAIL and ADMIN_PASSWORD, kept in place at every start. */
+export function createAdminAccount(deps: AuthDeps, issuer: SessionIssuer) {
+  const { db, config, clock, log } = deps;
+
+  /**
+   * Creates the administrator, or makes the account with that address the administrator. Whenever
+   * the account becomes the administrator or its password changes, every session it had ends and
+   * its pending verifications are deleted: whoever held them (a squatter who signed up with the
+   * address first, say) must not carry them over into administrator rights.
+   */
+  return async function ensureAdmin(): Promise<void> {
+    if (!config.admin) return;
+    const { email, password } = config.admin;
+    const existing = await users.findUserByEmail(db, email);
+    const samePassword = existing?.password_hash ? await verifyPassword(password, existing.password_hash) : false;
+    if (existing?.role === 'admin' && samePassword && existing.email_verified) return;
+    const hash = samePassword && existing?.password_hash ? existing.password_hash : await hashPassword(password);
+    const ended = await db.transaction().execute(async (trx) => {
+      const id = await users.upsertAdmin(trx, email, hash);
+      await verifications.deleteVerifications(trx, id);
+      return sessions.revokeUserSessions(trx, id, clock.now());
+    });
+    issuer.revoked(ended);
+    if (existing && existing.role !== 'admin') {
+      log.warn(
+        { userId: existing.id, revokedSessions: ended.length, pendingVerificationsDeleted: true },
+        'ADMIN_EMAIL names an account that was not created as the administrator: it was promoted, its sessions were revoked and its pending verifications deleted',
+      );
+    } else if (ended.length > 0) {
+      log.info(
+        { userId: existing?.id, revokedSessions: ended.length },
+        'administrator password changed: sessions revoked',
+      );
+    }
+  };
+}

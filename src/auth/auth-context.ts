@@ -1,0 +1,53 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import type { ClientType, Database } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
+import type { Mailer } from '../mail/mailer.ts';
+import type { AccessTokenClaims } from './access-token.ts';
+import { type DerivedKeys, hmacHex } from './crypto.ts';
+import type { SignInThrottle } from './sign-in-throttle.ts';
+
+/** Failed code attempts after which a verification is void. */
+export const MAX_CODE_FAILURES = 5;
+/**
+ * Emails to one address: the minimum gap between two, how many it gets per day, and how many of
+ * those one requester (client IP) can cause, so that others cannot use up the owner's.
+ */
+export const EMAIL_LIMITS = { cooldownSeconds: 60, perDay: 10, perRequesterPerDay: 3 };
+/** Code submissions one address takes per day, over all its codes (the emails' worth of attempts). */
+export const MAX_CODE_ATTEMPTS_PER_DAY = MAX_CODE_FAILURES * EMAIL_LIMITS.perDay;
+
+/** What the auth flows are built on. */
+export interface AuthDeps {
+  db: Kysely<Database>;
+  config: Readonly<Config>;
+  clock: Clock;
+  mailer: Mailer;
+  keys: DerivedKeys;
+  signAccessToken(claims: Omit<AccessTokenClaims, 'iss' | 'aud' | 'iat' | 'exp'>): string;
+  /** Where revocations made here are recorded at once (other instances learn of them by notification). */
+  revocations: { add(sessionIds: readonly string[]): void };
+  /** Per-address back-off after failed sign-ins. */
+  signInThrottle: SignInThrottle;
+  log: FastifyBaseLogger;
+}
+
+export interface ClientInfo {
+  clientType: ClientType;
+  userAgent: string | null;
+  ip: string | null;
+}
+
+/** Who asked, for per-requester limits: the client's IP. */
+export const requesterOf = (client: Pick<ClientInfo, 'ip'>) => client.ip ?? 'unknown';
+
+export const inSeconds = (now: Date, seconds: number) => new Date(now.getTime() + seconds * 1000);
+
+/** The HMAC a 6-digit code is stored as, bound to its (lower-cased) address. */
+export const codeHmacWith = (keys: DerivedKeys) => (email: string, code: string) =>
+  hmacHex(keys.otp, `${email}:${code}`);
+
+export const invalidOtp = () => new ApiError(400, 'INVALID_OTP', 'The code or link is invalid or has expired');
+export const invalidCredentials = () => new ApiError(401, 'INVALID_CREDENTIALS', 'Email or password is incorrect');

@@ -1,0 +1,39 @@
+import * as sessions from '../db/repositories/sessions.ts';
+import * as users from '../db/repositories/users.ts';
+import { ApiError } from '../errors.ts';
+import type { AuthDeps } from './auth-context.ts';
+import { hashPassword, verifyPassword } from './crypto.ts';
+import type { SessionIssuer } from './session-issuer.ts';
+import { signInThrottledError } from './sign-in-throttle.ts';
+
+/** Changing (or first setting) the password of the signed-in account. */
+export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
+  const { db, clock, signInThrottle } = deps;
+
+  /**
+   * Requires the current password when the account has one (wrong ones count as failed sign-ins
+   * for the address, so a stolen access token cannot be used to guess it); sets the new one and
+   * ends every other session of the account, in one transaction.
+   */
+  return async function changePassword(
+    caller: { userId: string; sessionId: string },
+    input: { currentPassword?: string | undefined; newPassword: string },
+  ): Promise<void> {
+    const user = await users.findUserById(db, caller.userId);
+    if (!user) throw new ApiError(401, 'UNAUTHORIZED', 'The account of this token no longer exists');
+    if (user.password_hash !== null) {
+      const wait = await signInThrottle.beginAttempt(user.email);
+      if (wait !== undefined) throw signInThrottledError(wait);
+      const ok =
+        input.currentPassword !== undefined && (await verifyPassword(input.currentPassword, user.password_hash));
+      if (!ok) throw new ApiError(403, 'PASSWORD_INCORRECT', 'The current password is missing or wrong');
+      await signInThrottle.recordSuccess(user.email);
+    }
+    const hash = await hashPassword(input.newPassword);
+    const ended = await db.transaction().execute(async (trx) => {
+      await users.setPassword(trx, user.id, hash);
+      return sessions.revokeUserSessions(trx, user.id, clock.now(), caller.sessionId);
+    });
+    issuer.revoked(ended);
+  };
+}

@@ -1,0 +1,142 @@
+import * as addressLimits from '../db/repositories/address-limits.ts';
+import * as users from '../db/repositories/users.ts';
+import * as verifications from '../db/repositories/verifications.ts';
+import { ApiError } from '../errors.ts';
+import { verificationEmail } from '../mail/templates.ts';
+import {
+  type AuthDeps,
+  type ClientInfo,
+  codeHmacWith,
+  EMAIL_LIMITS,
+  inSeconds,
+  invalidOtp,
+  MAX_CODE_ATTEMPTS_PER_DAY,
+  MAX_CODE_FAILURES,
+  requesterOf,
+} from './auth-context.ts';
+import type { BackgroundMail } from './background-mail.ts';
+import { constantTimeEqual, newHexToken, newOtpCode, sha256Hex } from './crypto.ts';
+import type { IssuedSession, SessionIssuer } from './session-issuer.ts';
+
+/** A code and a link token, before they are stored (as an HMAC and a hash) and mailed. */
+export interface NewCode {
+  code: string;
+  token: string;
+  /** How the code and token are stored for the address `email` (lower-cased). */
+  stored(email: string): verifications.IssuedCode;
+}
+
+/** Makes verification codes and links and the emails that carry them. */
+export function createCodeIssuer(deps: AuthDeps) {
+  const { config } = deps;
+  const codeHmac = codeHmacWith(deps.keys);
+  return {
+    /** A fresh code and token; `unusable` ones are expired from the start (they are never mailed). */
+    next(now: Date, options: { unusable?: boolean } = {}): NewCode {
+      const code = newOtpCode();
+      const token = newHexToken();
+      const expiry = (seconds: number) => (options.unusable ? now : inSeconds(now, seconds));
+      return {
+        code,
+        token,
+        stored: (email) => ({
+          codeHmac: codeHmac(email, code),
+          tokenHash: sha256Hex(token),
+          codeExpiresAt: expiry(config.emailOtpTtlSeconds),
+          tokenExpiresAt: expiry(config.emailLinkTtlSeconds),
+        }),
+      };
+    },
+    email(to: string, issued: NewCode, contested: boolean) {
+      const link = `${config.emailVerifyUrl}?token=${issued.token}`;
+      return verificationEmail(to, issued.code, link, Math.round(config.emailOtpTtlSeconds / 60), contested);
+    },
+    codeHmac,
+  };
+}
+
+export type CodeIssuer = ReturnType<typeof createCodeIssuer>;
+
+/** Re-sending the verification email, and verifying an address by code or link. */
+export function createEmailVerification(
+  deps: AuthDeps,
+  sessions: SessionIssuer,
+  mail: BackgroundMail,
+  codes: CodeIssuer,
+) {
+  const { db, clock } = deps;
+
+  /**
+   * Sends a fresh code and link to an unverified account's address (voiding the earlier ones). The
+   * email limits are claimed for every address, known or not, so that all cost the same.
+   */
+  async function sendVerification(emailInput: string, client: Pick<ClientInfo, 'ip'>): Promise<void> {
+    const email = emailInput.toLowerCase();
+    const now = clock.now();
+    const requester = requesterOf(client);
+    const code = codes.next(now);
+    const sent = await db.transaction().execute(async (trx) => {
+      if (!(await addressLimits.claimEmailSend(trx, email, requester, now, EMAIL_LIMITS))) return undefined;
+      return verifications.reissueVerification(trx, email, code.stored(email), now);
+    });
+    if (sent === undefined) return;
+    mail.send(codes.email(email, code, sent.contested), { requester, claimedAt: now });
+  }
+
+  /**
+   * A code submission: the address's attempt is counted (one writing statement, account or not) and
+   * the code's attempt taken before comparing, so that concurrent guesses cannot share attempts.
+   */
+  async function checkCode(emailInput: string, otp: string): Promise<verifications.VerificationRow> {
+    const email = emailInput.toLowerCase();
+    const now = clock.now();
+    const { attempts, v } = await db.transaction().execute(async (trx) => ({
+      attempts: await addressLimits.recordCodeAttempt(trx, email, now),
+      v: await verifications.takeCodeAttempt(trx, email),
+    }));
+    const matches = constantTimeEqual(v?.code_hmac ?? '0'.repeat(64), codes.codeHmac(email, otp));
+    const live =
+      v !== undefined &&
+      v.code_expires_at > now &&
+      v.failed_attempts <= MAX_CODE_FAILURES &&
+      attempts <= MAX_CODE_ATTEMPTS_PER_DAY;
+    if (!matches || !live) throw invalidOtp();
+    return v;
+  }
+
+  async function checkLink(token: string): Promise<verifications.VerificationRow> {
+    const v = await verifications.findVerificationByTokenHash(db, sha256Hex(token.toLowerCase()));
+    // Failed code attempts do not void the link: guessing codes must not lock the owner out.
+    if (v === undefined || v.consumed_at !== null || v.token_expires_at <= clock.now()) throw invalidOtp();
+    return v;
+  }
+
+  async function verifyEmail(
+    input: { otp: string; email?: string | undefined },
+    client: ClientInfo,
+  ): Promise<IssuedSession> {
+    const isCode = /^\d{6}$/.test(input.otp);
+    if (isCode && input.email === undefined) {
+      throw new ApiError(400, 'INVALID_INPUT', 'body.email is required with a 6-digit code');
+    }
+    if (!isCode && input.email !== undefined) {
+      throw new ApiError(400, 'INVALID_INPUT', 'body.email must not be sent with a link token');
+    }
+    const v = isCode ? await checkCode(input.email as string, input.otp) : await checkLink(input.otp);
+    const now = clock.now();
+    return db.transaction().execute(async (trx) => {
+      // The row as consumed: a sign-up that competed after the code was read still counts.
+      const consumed = await verifications.consumeVerification(trx, v, now);
+      if (consumed === undefined) throw invalidOtp();
+      // Proves the mailbox. The pending password becomes the account's only when a single
+      // sign-up asked for it; after competing sign-ups the account has none until its owner sets one.
+      const password = consumed.contested ? null : (consumed.pending_password_hash ?? undefined);
+      await users.markEmailVerified(trx, consumed.user_id, password);
+      const user = await users.findUserById(trx, consumed.user_id);
+      if (!user) throw invalidOtp();
+      return sessions.start(user, client, trx);
+    });
+  }
+
+  return { sendVerification, verifyEmail };
+}

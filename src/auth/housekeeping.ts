@@ -1,0 +1,24 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import { deleteStaleAddressRecords } from '../db/repositories/address-limits.ts';
+import type { Database } from '../db/schema.ts';
+import { startPeriodicJob } from '../periodic-job.ts';
+import { EMAIL_LIMITS } from './auth-context.ts';
+
+const HOUR_MS = 3_600_000;
+
+/**
+ * Deletes, every hour, the per-address and per-requester email records whose day is over (they are
+ * made for every address asked about, known or not). Returns the stop.
+ */
+export function startAuthHousekeeping(
+  db: Kysely<Database>,
+  now: () => Date,
+  log: FastifyBaseLogger,
+): () => Promise<void> {
+  const job = async () => {
+    const n = await deleteStaleAddressRecords(db, now(), EMAIL_LIMITS.cooldownSeconds);
+    if (n > 0) log.debug({ deleted: n }, 'auth: stale email records deleted');
+  };
+  return startPeriodicJob('auth: deleting stale email records', job, HOUR_MS, log);
+}

@@ -1,0 +1,87 @@
+import type { Kysely } from 'kysely';
+import * as sessions from '../db/repositories/sessions.ts';
+import type { UserRow } from '../db/repositories/users.ts';
+import type { ClientType, Database } from '../db/schema.ts';
+import { type AuthDeps, type ClientInfo, inSeconds } from './auth-context.ts';
+import { hmacHex, newOpaqueToken, sha256Hex } from './crypto.ts';
+import { type ApiUser, toApiUser } from './user-view.ts';
+
+/** A new or refreshed session: what the handler turns into a Session result (and a cookie for web). */
+export interface IssuedSession {
+  user: ApiUser;
+  accessToken: string;
+  refreshToken: string;
+  csrfToken: string;
+  clientType: ClientType;
+  /** Seconds the session (and so the refresh token) has left. */
+  refreshTokenMaxAge: number;
+}
+
+/** Opens, re-issues and ends sessions; every revocation is announced to every instance. */
+export function createSessionIssuer(deps: AuthDeps) {
+  const { db, config, clock, keys, revocations } = deps;
+  const csrfFor = (sessionId: string) => hmacHex(keys.csrf, sessionId);
+
+  /** What a new or refreshed session hands back: a fresh access token and the session's current refresh token. */
+  function issued(
+    user: UserRow,
+    session: sessions.SessionRow,
+    refreshToken: string,
+    clientType: ClientType,
+    now: Date,
+  ): IssuedSession {
+    return {
+      user: toApiUser(user),
+      accessToken: deps.signAccessToken({
+        sub: user.id,
+        email: user.email,
+        role: user.role,
+        sid: session.id,
+        token_use: 'access',
+      }),
+      refreshToken,
+      csrfToken: csrfFor(session.id),
+      clientType,
+      refreshTokenMaxAge: Math.max(0, Math.floor((session.expires_at.getTime() - now.getTime()) / 1000)),
+    };
+  }
+
+  async function start(user: UserRow, client: ClientInfo, executor: Kysely<Database> = db): Promise<IssuedSession> {
+    const now = clock.now();
+    const refreshToken = newOpaqueToken();
+    const session = await sessions.insertSession(executor, {
+      userId: user.id,
+      refreshTokenHash: sha256Hex(refreshToken),
+      clientType: client.clientType,
+      now,
+      expiresAt: inSeconds(now, config.refreshTokenTtlSeconds),
+      userAgent: client.userAgent?.slice(0, 512) ?? null,
+      ip: client.ip,
+    });
+    return issued(user, session, refreshToken, client.clientType, now);
+  }
+
+  /**
+   * Records committed revocations here at once (other instances learn of them by notification).
+   * Pass the ids a revoking repository call returned, after its transaction has committed.
+   */
+  function revoked(ids: readonly string[]): void {
+    if (ids.length > 0) revocations.add(ids);
+  }
+
+  /** Ends one session everywhere. */
+  async function endSession(sessionId: string): Promise<void> {
+    revoked(await sessions.revokeSession(db, sessionId, clock.now()));
+  }
+
+  /** Ends every session of a user (but `exceptSessionId`) everywhere; returns how many ended. */
+  async function endUserSessions(userId: string, exceptSessionId?: string): Promise<number> {
+    const ids = await sessions.revokeUserSessions(db, userId, clock.now(), exceptSessionId);
+    revoked(ids);
+    return ids.length;
+  }
+
+  return { issued, start, csrfFor, revoked, endSession, endUserSessions };
+}
+
+export type SessionIssuer = ReturnType<typeof createSessionIssuer>;

@@ -1,0 +1,190 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Redis } from 'ioredis';
+import { ApiError } from '../errors.ts';
+import { sha256Hex } from './crypto.ts';
+
+/**
+ * Per-address back-off of failed sign-ins (the createSession description in openapi.yaml).
+ *
+ * The first FREE_FAILURES failures in a row cost nothing; after failure n (n > FREE_FAILURES) the
+ * next attempt must wait 2^(n - FREE_FAILURES - 1) s, at most MAX_DELAY_MS; an attempt made sooner
+ * is refused without being counted. A success clears the record; a record also lapses
+ * RECORD_LIFETIME_MS after its last failure. Keyed by the lower-cased address whether or not an
+ * account has it, so the throttle says nothing about which addresses exist.
+ *
+ * Every attempt that goes ahead is counted as a failure when it starts, in one atomic step with
+ * the check, and recordSuccess takes it back. Checking first and counting after the password
+ * check would let concurrent requests (from as many addresses as an attacker has) all pass the
+ * check before any of them is counted; this way at most one attempt per delay gets through.
+ */
+export const FREE_FAILURES = 5;
+export const BASE_DELAY_MS = 1_000;
+export const MAX_DELAY_MS = 15 * 60 * 1_000;
+export const RECORD_LIFETIME_MS = 24 * 60 * 60 * 1_000;
+/** Addresses kept in process memory (without Redis, or while it is away); the oldest go first. */
+export const MAX_MEMORY_RECORDS = 100_000;
+/** How long a Redis command may take before the attempt is counted in memory instead. */
+export const REDIS_TIMEOUT_MS = 1_000;
+const WARN_INTERVAL_MS = 10_000;
+
+/** The wait (ms) before the next attempt after `failures` failures in a row. */
+export function delayAfter(failures: number): number {
+  if (failures <= FREE_FAILURES) return 0;
+  return Math.min(BASE_DELAY_MS * 2 ** (failures - FREE_FAILURES - 1), MAX_DELAY_MS);
+}
+
+export interface SignInThrottleOptions {
+  /** Shares the records between instances (connectRedis); undefined keeps them in memory. */
+  redis: Redis | undefined;
+  /** config.redisKeyPrefix: records live under `${redisKeyPrefix}sign-in-failures:<sha256 of the address>`. */
+  redisKeyPrefix: string;
+  log: Pick<FastifyBaseLogger, 'warn'>;
+  /** Milliseconds since the epoch (the app's clock); Date.now by default. */
+  now?: () => number;
+  maxMemoryRecords?: number;
+  redisTimeoutMs?: number;
+}
+
+export interface SignInThrottle {
+  /**
+   * Call before checking the password. Returns the whole seconds (at least 1) to wait when the
+   * address must not try yet (answer 429 with Retry-After, do not check the password); otherwise
+   * undefined, and the attempt is counted as a failure until recordSuccess.
+   */
+  beginAttempt(email: string): Promise<number | undefined>;
+  /** The password was right: clears the address's failures. */
+  recordSuccess(email: string): Promise<void>;
+}
+
+/** The answer to an attempt made too soon: 429 RATE_LIMITED with Retry-After (from beginAttempt). */
+export function signInThrottledError(retryAfterSeconds: number): ApiError {
+  return new ApiError(
+    429,
+    'RATE_LIMITED',
+    `Too many failed sign-ins for this address; try again in ${retryAfterSeconds} s`,
+    { 'retry-after': String(retryAfterSeconds) },
+  );
+}
+
+interface FailureRecord {
+  failures: number;
+  lastAt: number;
+}
+
+// KEYS[1]: the address's record. ARGV: now (ms), free failures, base delay (ms), max delay (ms),
+// record lifetime (ms). Returns the ms still to wait, or 0 when the attempt was counted.
+// Mirrors MemoryRecords.begin below.
+const BEGIN_ATTEMPT_SCRIPT = `
+local now = tonumber(ARGV[1])
+local free = tonumber(ARGV[2])
+local lifetime = tonumber(ARGV[5])
+local record = redis.call('HMGET', KEYS[1], 'failures', 'last')
+local failures = tonumber(record[1]) or 0
+local last = tonumber(record[2]) or 0
+if now - last >= lifetime then failures = 0 end
+if failures > free then
+  local delay = math.min(tonumber(ARGV[3]) * 2 ^ (failures - free - 1), tonumber(ARGV[4]))
+  local wait = math.min(last + delay - now, delay)
+  if wait > 0 then return math.ceil(wait) end
+end
+redis.call('HSET', KEYS[1], 'failures', failures + 1, 'last', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], lifetime)
+return 0
+`;
+
+/** Records in process memory, in order of last failure, so the oldest are dropped or swept first. */
+class MemoryRecords {
+  readonly #records = new Map<string, FailureRecord>();
+  constructor(readonly maxRecords: number) {}
+
+  /** The ms still to wait, or 0 when the attempt was counted. */
+  begin(key: string, now: number): number {
+    this.#sweep(now);
+    const record = this.#records.get(key);
+    const live = record !== undefined && now - record.lastAt < RECORD_LIFETIME_MS;
+    const failures = live ? record.failures : 0;
+    if (live) {
+      const delay = delayAfter(failures);
+      // Capped at the delay itself, in case the clock went back.
+      const wait = Math.min(record.lastAt + delay - now, delay);
+      if (wait > 0) return wait;
+    }
+    this.#records.delete(key);
+    this.#records.set(key, { failures: failures + 1, lastAt: now });
+    if (this.#records.size > this.maxRecords) {
+      const oldest = this.#records.keys().next().value as string;
+      this.#records.delete(oldest);
+    }
+    return 0;
+  }
+
+  clear(key: string): void {
+    this.#records.delete(key);
+  }
+
+  // The map is in order of last failure: drop lapsed records from the front.
+  #sweep(now: number): void {
+    for (const [key, record] of this.#records) {
+      if (now - record.lastAt < RECORD_LIFETIME_MS) return;
+      this.#records.delete(key);
+    }
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * The sign-in back-off, in Redis when given a client (atomically, shared by every instance) or in
+ * process memory. While Redis does not answer, attempts are counted in memory (each instance on
+ * its own) rather than let through uncounted.
+ */
+export function createSignInThrottle(options: SignInThrottleOptions): SignInThrottle {
+  const { redis, log } = options;
+  const now = options.now ?? Date.now;
+  const timeoutMs = options.redisTimeoutMs ?? REDIS_TIMEOUT_MS;
+  const memory = new MemoryRecords(options.maxMemoryRecords ?? MAX_MEMORY_RECORDS);
+  const keyOf = (email: string) => sha256Hex(email.toLowerCase());
+  const redisKey = (key: string) => `${options.redisKeyPrefix}sign-in-failures:${key}`;
+
+  let warnedAt: number | undefined;
+  const onRedisFailure = (err: unknown) => {
+    const at = now();
+    if (warnedAt !== undefined && Math.abs(at - warnedAt) < WARN_INTERVAL_MS) return;
+    warnedAt = at;
+    const message = err instanceof Error ? err.message : String(err);
+    log.warn({ err: { message } }, 'redis unavailable: sign-in failures counted per instance');
+  };
+  const toSeconds = (waitMs: number) => (waitMs > 0 ? Math.max(1, Math.ceil(waitMs / 1000)) : undefined);
+
+  return {
+    async beginAttempt(email) {
+      const key = keyOf(email);
+      const at = Math.floor(now());
+      if (redis !== undefined) {
+        try {
+          const args = [at, FREE_FAILURES, BASE_DELAY_MS, MAX_DELAY_MS, RECORD_LIFETIME_MS];
+          const waitMs = await withTimeout(redis.eval(BEGIN_ATTEMPT_SCRIPT, 1, redisKey(key), ...args), timeoutMs);
+          return toSeconds(Number(waitMs));
+        } catch (err) {
+          onRedisFailure(err);
+        }
+      }
+      return toSeconds(memory.begin(key, at));
+    },
+
+    async recordSuccess(email) {
+      const key = keyOf(email);
+      // Both places: the failures may have been counted in memory while Redis was away.
+      memory.clear(key);
+      if (redis !== undefined) {
+        await withTimeout(redis.del(redisKey(key)), timeoutMs).catch(onRedisFailure);
+      }
+    },
+  };
+}

@@ -1,0 +1,78 @@
+import * as addressLimits from '../db/repositories/address-limits.ts';
+import * as users from '../db/repositories/users.ts';
+import * as verifications from '../db/repositories/verifications.ts';
+import { ApiError } from '../errors.ts';
+import { existingAccountNotice } from '../mail/templates.ts';
+import { type AuthDeps, type ClientInfo, EMAIL_LIMITS, requesterOf } from './auth-context.ts';
+import type { BackgroundMail } from './background-mail.ts';
+import { hashPassword } from './crypto.ts';
+import type { CodeIssuer } from './email-verification.ts';
+import type { IssuedSession, SessionIssuer } from './session-issuer.ts';
+
+export type SignUpOutcome = { kind: 'verification-required' } | { kind: 'session'; session: IssuedSession };
+
+/** Sign-up: an account and a session at once, or (the usual configuration) a verification email. */
+export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: BackgroundMail, codes: CodeIssuer) {
+  const { db, config, clock } = deps;
+
+  /** Without verification: the account and its session in one transaction, so a failed sign-up leaves nothing. */
+  async function signUpWithSession(
+    input: { email: string; passwordHash: string; name: string | null },
+    client: ClientInfo,
+  ): Promise<SignUpOutcome> {
+    const session = await db.transaction().execute(async (trx) => {
+      const created = await users.insertPasswordUser(trx, { ...input, emailVerified: false });
+      return created ? sessions.start(created, client, trx) : undefined;
+    });
+    if (!session) throw new ApiError(409, 'USER_ALREADY_EXISTS', 'An account with this email already exists');
+    return { kind: 'session', session };
+  }
+
+  /**
+   * With verification: the sign-up is recorded whatever the address (new, unverified, verified) and
+   * whatever the email limits say, by the same statements in every case, so that neither the
+   * answer nor its time tells the cases apart. The password waits for the verification, which
+   * activates it only if no other sign-up competed for the address (see recordSignUp).
+   */
+  async function signUpWithVerification(
+    input: { email: string; passwordHash: string; name: string | null },
+    client: ClientInfo,
+  ): Promise<SignUpOutcome> {
+    const now = clock.now();
+    const requester = requesterOf(client);
+    const code = codes.next(now);
+    const unusable = codes.next(now, { unusable: true });
+    const { account, mailable, pending } = await db.transaction().execute(async (trx) => {
+      await users.insertUnverifiedUser(trx, input.email, input.name);
+      await users.ensureEmailProvider(trx, input.email);
+      const account = await users.findUserByEmail(trx, input.email);
+      const mailable = await addressLimits.claimEmailSend(trx, input.email, requester, now, EMAIL_LIMITS);
+      const pending = await verifications.recordSignUp(trx, {
+        email: input.email,
+        passwordHash: input.passwordHash,
+        fresh: mailable ? code.stored(input.email) : undefined,
+        unusable: unusable.stored(input.email),
+        now,
+      });
+      return { account, mailable, pending };
+    });
+    if (!mailable || account === undefined) return { kind: 'verification-required' };
+    const claim = { requester, claimedAt: now };
+    if (pending === undefined) mail.send(existingAccountNotice(input.email), claim);
+    else mail.send(codes.email(input.email, code, pending.contested), claim);
+    return { kind: 'verification-required' };
+  }
+
+  return async function signUp(
+    input: { email: string; password: string; name?: string | undefined },
+    client: ClientInfo,
+  ): Promise<SignUpOutcome> {
+    // Hash before looking anything up, so that new and existing addresses cost the same.
+    const fields = {
+      email: input.email.toLowerCase(),
+      passwordHash: await hashPassword(input.password),
+      name: input.name ?? null,
+    };
+    return config.requireEmailVerification ? signUpWithVerification(fields, client) : signUpWithSession(fields, client);
+  };
+}

@@ -1,0 +1,126 @@
+// Whether an address has an account, verified or not, must not show in the time sign-up,
+// send-verification and verify take: each runs the very same database statements for a
+// known-unverified, a known-verified and an unknown address (the figures are in bench/enumeration-timing.ts).
+import type {
+  KyselyPlugin,
+  PluginTransformQueryArgs,
+  PluginTransformResultArgs,
+  QueryResult,
+  RootOperationNode,
+  UnknownRow,
+} from 'kysely';
+import t, { type Test } from 'tap';
+import { buildApp } from '../src/app.ts';
+import { loadConfig } from '../src/config.ts';
+import { newEmail, wrongCode } from './helpers/auth.ts';
+import { TestClock } from './helpers/clock.ts';
+import { createTestDatabase } from './helpers/database.ts';
+import { startSmtpCapture } from './helpers/smtp.ts';
+
+/** Records the SQL text of every statement run through the database while `recording` is set. */
+class StatementRecorder implements KyselyPlugin {
+  recording: string[] | undefined;
+  #compile: ((node: RootOperationNode) => string) | undefined;
+  setCompiler(compile: (node: RootOperationNode) => string) {
+    this.#compile = compile;
+  }
+  transformQuery(args: PluginTransformQueryArgs): RootOperationNode {
+    if (this.recording && this.#compile) this.recording.push(this.#compile(args.node));
+    return args.node;
+  }
+  async transformResult(args: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
+    return args.result;
+  }
+}
+
+async function setup(t: Test) {
+  const database = await createTestDatabase();
+  const smtp = await startSmtpCapture();
+  const recorder = new StatementRecorder();
+  const db = database.handle.db.withPlugin(recorder);
+  recorder.setCompiler((node) => database.handle.db.getExecutor().compileQuery(node, { queryId: '' } as never).sql);
+  const clock = new TestClock();
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'silent',
+    DATABASE_URL: database.url,
+    SMTP_URL: smtp.url,
+    RATE_LIMIT_VERIFY: '1000',
+    RATE_LIMIT_SIGN_UP: '1000',
+    RATE_LIMIT_SEND_VERIFICATION: '1000',
+  });
+  const app = await buildApp(config, { database: { ...database.handle, db }, logger: false, clock });
+  await app.ready();
+  t.teardown(async () => {
+    await app.close();
+    await smtp.close();
+    await database.drop();
+  });
+  const post = (url: string, payload: Record<string, unknown>) => app.inject({ method: 'POST', url, payload });
+
+  // One address of each kind.
+  const unverified = newEmail('unverified');
+  const verified = newEmail('verified');
+  await post('/api/auth/users', { email: unverified, password: 'password one' });
+  await post('/api/auth/users', { email: verified, password: 'password two' });
+  const mail = (await smtp.waitFor(verified, 1))[0];
+  const done = await post('/api/auth/email/verify?client_type=mobile', { email: verified, otp: mail?.code });
+  if (done.statusCode !== 200) throw new Error(`verify: ${done.statusCode} ${done.body}`);
+  const kinds = { 'known-unverified': unverified, 'known-verified': verified, unknown: newEmail('unknown') };
+
+  /** The statements one request runs, and its answer. */
+  async function statementsOf(request: () => ReturnType<typeof post>) {
+    recorder.recording = [];
+    const res = await request();
+    const statements = recorder.recording;
+    recorder.recording = undefined;
+    return { statements, status: res.statusCode, body: res.body };
+  }
+  return { kinds, post, clock, statementsOf };
+}
+
+type Kinds = Awaited<ReturnType<typeof setup>>['kinds'];
+
+async function assertSameWork(
+  t: Test,
+  s: Awaited<ReturnType<typeof setup>>,
+  request: (email: string) => () => ReturnType<Awaited<ReturnType<typeof setup>>['post']>,
+) {
+  const runs: Record<string, { statements: string[]; status: number; body: string }> = {};
+  for (const [kind, email] of Object.entries(s.kinds) as [keyof Kinds, string][]) {
+    // Each address outside the email cooldown, so that the limits say the same for all.
+    s.clock.advance(61);
+    runs[kind] = await s.statementsOf(request(email));
+  }
+  const [first, ...others] = Object.entries(runs);
+  if (!first) throw new Error('no runs');
+  t.ok(first[1].statements.length > 0, `${first[0]}: statements were recorded`);
+  t.ok(
+    first[1].statements.some((sql) => /^\s*(insert|update|with)/i.test(sql)),
+    `${first[0]}: at least one statement writes (so every kind commits a write)`,
+  );
+  for (const [kind, run] of others) {
+    t.same(run.statements, first[1].statements, `${kind} runs the same statements as ${first[0]}`);
+    t.equal(run.status, first[1].status, `${kind}: the same status`);
+    t.equal(run.body, first[1].body, `${kind}: the same body`);
+  }
+}
+
+t.test('send-verification runs the same statements for every kind of address', async (t) => {
+  const s = await setup(t);
+  await assertSameWork(t, s, (email) => () => s.post('/api/auth/email/send-verification', { email }));
+});
+
+t.test('sign-up runs the same statements for every kind of address', async (t) => {
+  const s = await setup(t);
+  await assertSameWork(t, s, (email) => () => s.post('/api/auth/users', { email, password: 'another password' }));
+});
+
+t.test('verify with a wrong code runs the same statements for every kind of address', async (t) => {
+  const s = await setup(t);
+  await assertSameWork(
+    t,
+    s,
+    (email) => () => s.post('/api/auth/email/verify?client_type=mobile', { email, otp: wrongCode('000000') }),
+  );
+});

@@ -1,0 +1,210 @@
+// Security headers: Cache-Control: no-store on every answer that may carry a token, a code or a
+// CSRF token (all of /api/auth/ and the verification page), X-Content-Type-Options: nosniff on all.
+import fastifyRateLimit from '@fastify/rate-limit';
+import Fastify, { type FastifyReply, type LightMyRequestResponse } from 'fastify';
+import t, { type Test } from 'tap';
+import { registerSecurityHeaders } from '../src/security-headers.ts';
+import { buildTestApp } from './helpers/app.ts';
+import { buildAuthTestApp, newEmail, PASSWORD, refreshCookies, wrongCode } from './helpers/auth.ts';
+
+function assertNoStore(t: Test, res: LightMyRequestResponse, what: string, status?: number) {
+  if (status !== undefined) t.equal(res.statusCode, status, `${what}: status ${status}`);
+  t.match(String(res.headers['cache-control'] ?? ''), /(^|,\s*)no-store(\s*,|$)/, `${what}: Cache-Control: no-store`);
+  t.equal(res.headers['x-content-type-options'], 'nosniff', `${what}: X-Content-Type-Options: nosniff`);
+}
+
+function assertNosniff(t: Test, res: LightMyRequestResponse, what: string, status: number) {
+  t.equal(res.statusCode, status, `${what}: status ${status}`);
+  t.equal(res.headers['x-content-type-options'], 'nosniff', `${what}: X-Content-Type-Options: nosniff`);
+}
+
+t.test('the hooks on a bare Fastify: every answer, errors and framework errors included', async (t) => {
+  const app = Fastify({
+    frameworkErrors: (_err, _request, reply: FastifyReply) => {
+      void reply.code(400).send({ error: 'INVALID_INPUT' });
+    },
+  });
+  registerSecurityHeaders(app);
+  await app.register(fastifyRateLimit, { global: false });
+  app.post('/api/auth/sessions', { config: { rateLimit: { max: 1, timeWindow: 60_000 } } }, async () => ({ ok: 1 }));
+  app.get('/api/auth/cached', async (_request, reply) => reply.header('cache-control', 'public, max-age=600').send({}));
+  app.get('/api/auth/fails', async () => {
+    throw new Error('boom');
+  });
+  app.get('/auth/verify-email', async () => 'page');
+  app.get('/api/health', async () => ({ ok: true }));
+  t.teardown(() => app.close());
+
+  assertNoStore(t, await app.inject({ method: 'POST', url: '/api/auth/sessions' }), 'an auth answer', 200);
+  assertNoStore(t, await app.inject({ method: 'POST', url: '/api/auth/sessions' }), 'a rate-limited one', 429);
+  assertNoStore(t, await app.inject({ url: '/api/auth/cached' }), 'one whose handler asked for caching', 200);
+  t.notMatch(String((await app.inject({ url: '/api/auth/cached' })).headers['cache-control']), /public|max-age/);
+  assertNoStore(t, await app.inject({ url: '/api/auth/fails' }), 'a failure', 500);
+  assertNoStore(t, await app.inject({ url: '/api/auth/nothing-here' }), 'a 404 under /api/auth/', 404);
+  assertNoStore(t, await app.inject({ url: '/api/%61uth/cached' }), 'a percent-encoded auth path', 200);
+  assertNoStore(t, await app.inject({ url: '/auth/verify-email?token=abc' }), 'the verification page', 200);
+  const health = await app.inject({ url: '/api/health' });
+  assertNosniff(t, health, 'another answer', 200);
+  t.equal(health.headers['cache-control'], undefined, 'other answers keep their caching as it is');
+  assertNosniff(t, await app.inject({ url: '/nothing' }), 'a 404', 404);
+  assertNosniff(t, await app.inject({ url: '/api/health', method: 'HEAD' }), 'a HEAD', 200);
+});
+
+t.test('every auth operation answers with Cache-Control: no-store, successes and errors', async (t) => {
+  const { app, signUp, verify, sendVerification, current, firstMail } = await buildAuthTestApp(t, {
+    label: 'headers',
+  });
+  const email = newEmail('headers');
+  assertNoStore(t, await signUp(email), 'sign-up (verification required)', 202);
+  const mail = await firstMail(email);
+  assertNoStore(t, await verify({ email, otp: wrongCode(mail.code ?? '000000') }), 'verify with a wrong code', 400);
+  assertNoStore(t, await verify({ email, otp: mail.code }), 'verify', 200);
+  assertNoStore(t, await sendVerification(email), 'send-verification', 202);
+  assertNoStore(t, await sendVerification('not an address'), 'send-verification of a malformed address', 400);
+
+  const signIn = (password: string, client = 'mobile') =>
+    app.inject({ method: 'POST', url: `/api/auth/sessions?client_type=${client}`, payload: { email, password } });
+  assertNoStore(t, await signIn('wrong password'), 'sign-in with a wrong password', 401);
+  const mobile = await signIn(PASSWORD);
+  assertNoStore(t, mobile, 'sign-in (mobile)', 200);
+  const { accessToken, refreshToken } = mobile.json() as { accessToken: string; refreshToken: string };
+  assertNoStore(t, await current(accessToken), 'sessions/current', 200);
+  assertNoStore(t, await current('not-a-token'), 'sessions/current without a valid token', 401);
+
+  const refreshed = await app.inject({
+    method: 'POST',
+    url: '/api/auth/refresh?client_type=mobile',
+    payload: { refreshToken },
+  });
+  assertNoStore(t, refreshed, 'refresh (mobile)', 200);
+  assertNoStore(
+    t,
+    await app.inject({ method: 'POST', url: '/api/auth/refresh?client_type=mobile', payload: { refreshToken } }),
+    'refresh with a retired token',
+    401,
+  );
+
+  const web = await signIn(PASSWORD, 'web');
+  assertNoStore(t, web, 'sign-in (web, with the CSRF token)', 200);
+  const cookie = refreshCookies(web)[0]?.value ?? '';
+  const csrf = (web.json() as { csrfToken: string }).csrfToken;
+  const webRefresh = (csrfToken: string) =>
+    app.inject({
+      method: 'POST',
+      url: '/api/auth/refresh?client_type=web',
+      cookies: { refresh_token: cookie },
+      headers: { 'x-csrf-token': csrfToken },
+    });
+  assertNoStore(t, await webRefresh('not-the-csrf-token'), 'web refresh without the CSRF token', 403);
+  const rotated = await webRefresh(csrf);
+  assertNoStore(t, rotated, 'refresh (web)', 200);
+
+  const logout = await app.inject({
+    method: 'POST',
+    url: '/api/auth/logout?client_type=mobile',
+    payload: { refreshToken: (refreshed.json() as { refreshToken: string }).refreshToken },
+  });
+  assertNoStore(t, logout, 'logout', 204);
+  assertNoStore(
+    t,
+    await app.inject({ method: 'POST', url: '/api/auth/password', payload: {} }),
+    'change password without a token',
+  );
+  assertNoStore(t, await app.inject({ url: '/api/auth/users' }), 'the directory (a GET under /api/auth/)');
+  assertNoStore(
+    t,
+    await app.inject({
+      method: 'POST',
+      url: '/api/auth/sessions',
+      headers: { 'content-type': 'text/plain' },
+      payload: 'x',
+    }),
+    'an undeclared content type',
+    415,
+  );
+  assertNoStore(t, await app.inject({ url: '/api/auth/no-such-thing' }), 'an unknown auth path', 404);
+  assertNoStore(t, await app.inject({ method: 'DELETE', url: '/api/auth/refresh' }), 'a wrong method', 405);
+  assertNoStore(t, await app.inject({ url: '/api/auth/%' }), 'a path that cannot be decoded', 400);
+
+  const page = await app.inject({ url: `/auth/verify-email?token=${mail.token}` });
+  assertNoStore(t, page, 'the verification page', 200);
+  assertNoStore(t, await app.inject({ url: '/auth/verify-email.js' }), 'the verification page script', 200);
+});
+
+t.test('sign-up that opens a session at once (201) is not cached either', async (t) => {
+  const { signUp } = await buildAuthTestApp(t, {
+    label: 'headers-201',
+    env: { REQUIRE_EMAIL_VERIFICATION: 'false' },
+  });
+  const res = await signUp(newEmail('headers-201'), {}, '?client_type=mobile');
+  assertNoStore(t, res, 'sign-up (signed in at once)', 201);
+  t.type((res.json() as { accessToken?: unknown }).accessToken, 'string', 'the answer carries a token');
+});
+
+t.test('a rate-limited auth answer is not cached either', async (t) => {
+  const { app } = await buildAuthTestApp(t, {
+    label: 'headers-429',
+    generousRateLimits: false,
+    env: { RATE_LIMIT_SIGN_IN: '1' },
+  });
+  const signIn = () =>
+    app.inject({
+      method: 'POST',
+      url: '/api/auth/sessions?client_type=mobile',
+      payload: { email: newEmail('limited'), password: PASSWORD },
+    });
+  assertNoStore(t, await signIn(), 'a refused sign-in', 401);
+  assertNoStore(t, await signIn(), 'a rate-limited sign-in', 429);
+});
+
+t.test('every other answer has X-Content-Type-Options: nosniff', async (t) => {
+  const { app } = await buildTestApp(t);
+  assertNosniff(t, await app.inject({ url: '/api/health' }), 'health', 200);
+  assertNosniff(t, await app.inject({ url: '/no/such/path' }), 'an unknown path', 404);
+  assertNosniff(t, await app.inject({ method: 'PUT', url: '/api/health' }), 'a wrong method', 405);
+  assertNosniff(
+    t,
+    await app.inject({ method: 'POST', url: '/api/ai/embeddings', payload: { model: 'x', input: 'hello' } }),
+    'embeddings without a token',
+    401,
+  );
+  assertNosniff(
+    t,
+    await app.inject({
+      method: 'POST',
+      url: '/api/ai/embeddings',
+      headers: { authorization: 'Bearer not.a.token' },
+      payload: { input: 'hello' },
+    }),
+    'embeddings with a bad token',
+    401,
+  );
+  assertNosniff(t, await app.inject({ url: '/openapi.json' }), 'the contract as JSON', 200);
+  assertNosniff(t, await app.inject({ url: '/openapi.yaml' }), 'the contract as YAML', 200);
+  assertNosniff(t, await app.inject({ url: '/docs/json' }), 'the docs JSON', 200);
+  assertNosniff(t, await app.inject({ url: '/docs/static/index.html' }), 'the docs page', 200);
+  assertNosniff(
+    t,
+    await app.inject({
+      method: 'POST',
+      url: '/api/realtime/messages',
+      headers: { 'content-type': 'application/xml' },
+      payload: '<x/>',
+    }),
+    'an undeclared content type (after the token check)',
+    401,
+  );
+  assertNosniff(
+    t,
+    await app.inject({
+      method: 'POST',
+      url: '/api/auth/users',
+      headers: { 'content-type': 'application/xml' },
+      payload: '<x/>',
+    }),
+    'an undeclared content type',
+    415,
+  );
+  assertNosniff(t, await app.inject({ url: '/api/%' }), 'a path that cannot be decoded', 400);
+  t.equal((await app.inject({ url: '/api/health' })).headers['cache-control'], undefined, 'health is not no-store');
+});
