@@ -26,8 +26,8 @@
  * data directory). Writes bench/results/enumeration-timing-<database>.md and prints it.
  */
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -91,10 +91,18 @@ interface Comparison {
 /** The git commit measured, and whether the working tree differs from it. */
 function measuredCode(): string {
   try {
-    const git = (...args: string[]) => execFileSync('git', args, { cwd: projectRoot, encoding: 'utf8' }).trim();
-    const head = git('log', '-1', '--format=%h %s').slice(0, 100);
-    const changed = git('status', '--porcelain', '--untracked-files=normal', '--', 'src').split('\n').filter(Boolean);
-    return `${head}${changed.length > 0 ? ` (plus ${changed.length} changed or new files under src/)` : ''}`;
+    const git = (...args: string[]) =>
+      execFileSync('git', ['--no-optional-locks', ...args], { cwd: projectRoot, encoding: 'utf8' }).trim();
+    const subject = git('log', '-1', '--format=%s');
+    const head = `${git('log', '-1', '--format=%h')} "${subject.length > 70 ? `${subject.slice(0, 69)}…` : subject}"`;
+    const changed = git('status', '--porcelain', '--untracked-files=all', '--', 'src').split('\n').filter(Boolean);
+    if (changed.length === 0) return head;
+    // A fingerprint of the uncommitted source, so that two runs can be told to measure the same code.
+    const fingerprint = createHash('sha256').update(git('diff', 'HEAD', '--', 'src'));
+    for (const line of changed.filter((l) => l.startsWith('??')).sort()) {
+      fingerprint.update(readFileSync(path.join(projectRoot, line.slice(3))));
+    }
+    return `${head} plus ${changed.length} changed or new files under src/ (fingerprint ${fingerprint.digest('hex').slice(0, 12)})`;
   } catch {
     return 'unknown (not a git checkout)';
   }

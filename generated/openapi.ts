@@ -101,11 +101,13 @@ export interface paths {
          *     - When the password is right but the address has not been verified
          *       yet, the answer is `403 EMAIL_NOT_VERIFIED`; the client can ask for a
          *       new email with `POST /api/auth/email/send-verification`.
-         *     - Failed sign-ins slow down sign-ins to that address (known or not):
-         *       after 5 failures in a row each further attempt must wait for a delay
-         *       that doubles from 1 second up to 15 minutes, answered with
-         *       `429 RATE_LIMITED` and `Retry-After`. A successful sign-in clears the
-         *       count; nothing is ever locked for good.
+         *     - Failed sign-ins slow down sign-ins to that address (known or not,
+         *       counted across instances): 5 failures in a row are free; from the
+         *       6th on, each failure makes the next attempt wait a delay that doubles
+         *       from 1 second up to 15 minutes. An attempt made sooner is answered
+         *       `429 RATE_LIMITED` with `Retry-After`, without checking the password.
+         *       A successful sign-in clears the count; nothing is ever locked for
+         *       good.
          *
          *     See `client_type` for where the refresh token goes.
          */

@@ -25,6 +25,7 @@ import { PolicyCache } from './realtime/policy-cache.ts';
 import { startRetention } from './realtime/retention.ts';
 import { startRealtimeServer } from './realtime/socket-server.ts';
 import { closeRedis, connectRedis } from './redis.ts';
+import { applySecurityHeaders, registerSecurityHeaders } from './security-headers.ts';
 
 export interface AppDeps {
   database: DatabaseHandle;
@@ -74,7 +75,8 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     routerOptions: { maxParamLength: 1024 * 1024 },
     serverFactory: serverFactory(config),
     // A path that cannot be decoded (a stray `%`) is refused before routing: in the Error shape too.
-    frameworkErrors: (err, _request, reply: FastifyReply) => {
+    frameworkErrors: (err, request, reply: FastifyReply) => {
+      applySecurityHeaders(request, reply);
       const { body, headers } = toErrorResponse(err);
       void reply.code(body.statusCode).headers(headers).send(body);
     },
@@ -102,6 +104,8 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  // Before any plugin: hooks reach only the plugins registered after them.
+  registerSecurityHeaders(app);
 
   const db = deps.database.db;
   const clock = deps.clock ?? systemClock;

@@ -35,7 +35,13 @@ export function serverFactory(config: Readonly<Config>) {
             message: 'An HTTP/1.1 request needs a Host header',
             statusCode: 400,
           } satisfies ErrorBody);
-          res.writeHead(400, { connection: 'close', 'content-type': 'application/json; charset=utf-8' }).end(body);
+          res
+            .writeHead(400, {
+              connection: 'close',
+              'content-type': 'application/json; charset=utf-8',
+              'x-content-type-options': 'nosniff',
+            })
+            .end(body);
           return;
         }
         handler(req, res);
@@ -80,7 +86,7 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
     const answer = answerFor(err);
     const body = JSON.stringify(answer);
     socket.write(
-      `HTTP/1.1 ${answer.statusCode} ${reasons[answer.statusCode]}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `HTTP/1.1 ${answer.statusCode} ${reasons[answer.statusCode]}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     );
   }

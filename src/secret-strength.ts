@@ -9,8 +9,9 @@ export const MIN_SECRET_BITS = 256;
 const OLD_COMPOSE_DEFAULT = 'change-me-to-a-long-random-secret-of-32-or-more-chars';
 
 // Compared with the value lower-cased and stripped of everything but letters and digits, so that
-// "Change_Me" and "change-me" both match. Six characters or more: shorter words turn up by chance
-// in random base64 (a 4-letter word in about 1 of 10,000 values of `openssl rand -base64 48`).
+// "Change_Me" and "change-me" both match. Six characters or more: a given 4-letter word turns up by
+// chance in about 1 of 17,000 values of `openssl rand -base64 48`; all of these together in fewer
+// than 1 of 10 million.
 const PLACEHOLDERS = [
   'changeme',
   'changethis',
@@ -104,7 +105,8 @@ function passphraseTokens(secret: string): string[] | undefined {
  * Estimated entropy of a secret, in bits. Words of a passphrase count 13 bits each (digits 3.3 per
  * digit). Otherwise each character counts as much as the smallest alphabet it fits (hexadecimal 4
  * bits, base64 or base64url 6, else the sum of its character classes), but no more than the
- * alphabet its number of distinct characters suggests (with DIVERSITY_SLACK): "abab…" or "0000…1111" count for little.
+ * alphabet its number of distinct characters suggests (with DIVERSITY_SLACK): "abab…" or
+ * "0000…1111" count for little.
  */
 export function estimateEntropyBits(secret: string): number {
   const words = passphraseTokens(secret);
@@ -136,8 +138,8 @@ function repeatedUnit(secret: string): number | undefined {
 }
 
 /**
- * Why `secret` must not sign tokens in production, as a phrase that completes "JWT_SECRET …" and
- * never quotes the value; undefined when it looks random enough.
+ * Why `secret` must not sign tokens in production, as a phrase that completes "JWT_SECRET …"
+ * (naming at most the placeholder word found, never the value); undefined when it looks random.
  */
 export function secretWeakness(secret: string): string | undefined {
   const unit = repeatedUnit(secret);

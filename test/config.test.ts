@@ -86,7 +86,11 @@ t.test('production refuses a JWT_SECRET that is public, a placeholder or guessab
     ['40 hex digits (160 bits)', randomBytes(20).toString('hex'), /it has about 160 bits of estimated entropy/],
     ['lower-case letters only', 'thisismylongproductionkeyforsigningaccesstokens', /fewer than 256/],
     ['a sentence', 'our-company-production-jwt-signing-key-for-2024', /fewer than 256/],
-    ['few distinct characters', 'abcabbacbcaacbbacabcbacabcabbcacbabcbacabcabcbacbacbbacbabcabcbacbacbacbab', /fewer than 256/],
+    [
+      'few distinct characters',
+      'abcabbacbcaacbbacabcbacabcabbcacbabcbacabcabcbacbacbbacbabcabcbacbacbacbab',
+      /fewer than 256/,
+    ],
     ['0s and 1s', '0110100111010010110100101101001011010010110100101101001011010011', /fewer than 256/],
   ];
   for (const [label, secret, reason] of refused) {

@@ -3,7 +3,7 @@
 import fastifyRateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyReply, type LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
-import { registerSecurityHeaders } from '../src/security-headers.ts';
+import { applySecurityHeaders, registerSecurityHeaders } from '../src/security-headers.ts';
 import { buildTestApp } from './helpers/app.ts';
 import { buildAuthTestApp, newEmail, PASSWORD, refreshCookies, wrongCode } from './helpers/auth.ts';
 
@@ -20,7 +20,9 @@ function assertNosniff(t: Test, res: LightMyRequestResponse, what: string, statu
 
 t.test('the hooks on a bare Fastify: every answer, errors and framework errors included', async (t) => {
   const app = Fastify({
-    frameworkErrors: (_err, _request, reply: FastifyReply) => {
+    // No hook runs for these: the app's frameworkErrors sets the headers itself, as here.
+    frameworkErrors: (_err, request, reply: FastifyReply) => {
+      applySecurityHeaders(request, reply);
       void reply.code(400).send({ error: 'INVALID_INPUT' });
     },
   });
@@ -48,6 +50,8 @@ t.test('the hooks on a bare Fastify: every answer, errors and framework errors i
   t.equal(health.headers['cache-control'], undefined, 'other answers keep their caching as it is');
   assertNosniff(t, await app.inject({ url: '/nothing' }), 'a 404', 404);
   assertNosniff(t, await app.inject({ url: '/api/health', method: 'HEAD' }), 'a HEAD', 200);
+  assertNoStore(t, await app.inject({ url: '/api/auth/%' }), 'a framework error under /api/auth/', 400);
+  assertNosniff(t, await app.inject({ url: '/api/%' }), 'a framework error', 400);
 });
 
 t.test('every auth operation answers with Cache-Control: no-store, successes and errors', async (t) => {
@@ -99,12 +103,15 @@ t.test('every auth operation answers with Cache-Control: no-store, successes and
   const rotated = await webRefresh(csrf);
   assertNoStore(t, rotated, 'refresh (web)', 200);
 
-  const logout = await app.inject({
-    method: 'POST',
-    url: '/api/auth/logout?client_type=mobile',
-    payload: { refreshToken: (refreshed.json() as { refreshToken: string }).refreshToken },
-  });
-  assertNoStore(t, logout, 'logout', 204);
+  const other = (await signIn(PASSWORD)).json() as { refreshToken: string };
+  const logout = () =>
+    app.inject({
+      method: 'POST',
+      url: '/api/auth/logout?client_type=mobile',
+      payload: { refreshToken: other.refreshToken },
+    });
+  assertNoStore(t, await logout(), 'logout', 204);
+  assertNoStore(t, await logout(), 'logout of an ended session');
   assertNoStore(
     t,
     await app.inject({ method: 'POST', url: '/api/auth/password', payload: {} }),
@@ -182,7 +189,8 @@ t.test('every other answer has X-Content-Type-Options: nosniff', async (t) => {
   assertNosniff(t, await app.inject({ url: '/openapi.json' }), 'the contract as JSON', 200);
   assertNosniff(t, await app.inject({ url: '/openapi.yaml' }), 'the contract as YAML', 200);
   assertNosniff(t, await app.inject({ url: '/docs/json' }), 'the docs JSON', 200);
-  assertNosniff(t, await app.inject({ url: '/docs/static/index.html' }), 'the docs page', 200);
+  assertNosniff(t, await app.inject({ url: '/docs' }), 'the docs page', 200);
+  assertNosniff(t, await app.inject({ url: '/docs/static/index.css' }), 'a file of the docs page', 200);
   assertNosniff(
     t,
     await app.inject({

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import {
   BUILT_SERVER,
   freePort,
@@ -60,7 +61,8 @@ export async function adminAccessToken(base: string): Promise<string> {
  */
 export const benchServiceEnv = {
   NODE_ENV: 'production',
-  JWT_SECRET: 'bench-secret-'.padEnd(48, 'x'),
+  // Production refuses weak secrets; the prepared accounts are rebuilt in this process on every run.
+  JWT_SECRET: randomBytes(48).toString('base64'),
   SMTP_URL: 'smtp://127.0.0.1:9',
   LOG_LEVEL: 'warn',
   ...benchAdminEnv,

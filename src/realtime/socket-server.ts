@@ -380,7 +380,11 @@ function refusePlainHttp(app: FastifyInstance): void {
       return;
     }
     const message = 'Realtime connections use the WebSocket transport only (socket.io: transports: ["websocket"])';
-    res.writeHead(400, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
+    res.writeHead(400, {
+      'content-type': 'application/json; charset=utf-8',
+      'x-content-type-options': 'nosniff',
+      connection: 'close',
+    });
     res.end(JSON.stringify({ error: 'INVALID_INPUT', message, statusCode: 400 }));
   });
 }
