@@ -245,8 +245,9 @@ export interface paths {
          *     `X-CSRF-Token` header; mobile and desktop clients send `refreshToken`
          *     in the body. For web clients the answer clears the cookie.
          *
-         *     Access tokens that were already issued stay valid until they expire
-         *     (at most 15 minutes); clients should discard them.
+         *     Access tokens of the session are refused from then on, by every
+         *     instance within 2 seconds (`401 SESSION_REVOKED`), and its realtime
+         *     sockets are disconnected.
          */
         post: operations["logout"];
         delete?: never;
