@@ -71,19 +71,28 @@ function calls(app: FastifyInstance) {
     current: (accessToken: string) => app.inject({ url: '/api/auth/sessions/current', headers: bearer(accessToken) }),
     permissions: (accessToken: string) =>
       app.inject({ url: '/api/realtime/permissions', headers: bearer(accessToken) }),
+    changePassword: (accessToken: string, newPassword: string) =>
+      app.inject({
+        method: 'POST',
+        url: '/api/auth/password',
+        headers: bearer(accessToken),
+        payload: { currentPassword: PASSWORD, newPassword },
+      }),
   };
 }
 
-/** The session's socket is told SESSION_REVOKED (channel null) and disconnected by the server. */
-async function assertSocketRevoked(
-  t: Test,
-  socket: ReturnType<RealtimeClients['open']>,
-  errorEvent: Promise<Record<string, unknown>>,
-  what: string,
-) {
-  const closed = disconnection(socket, BOUND_MS + 1_000);
-  t.match(await errorEvent, { code: 'SESSION_REVOKED', channel: null }, `${what}: realtime:error SESSION_REVOKED`);
-  t.equal(await closed, 'io server disconnect', `${what}: disconnected by the server`);
+/** Watches a socket for what a revocation brings (set up before the revocation, so nothing is missed). */
+function watchRevocation(socket: ReturnType<RealtimeClients['open']>) {
+  return {
+    error: nextEvent(socket, 'realtime:error', BOUND_MS * 2),
+    closed: disconnection(socket, BOUND_MS * 2),
+  };
+}
+
+/** The session's socket was told SESSION_REVOKED (channel null) and disconnected by the server. */
+async function assertSocketRevoked(t: Test, watched: ReturnType<typeof watchRevocation>, what: string) {
+  t.match(await watched.error, { code: 'SESSION_REVOKED', channel: null }, `${what}: realtime:error SESSION_REVOKED`);
+  t.equal(await watched.closed, 'io server disconnect', `${what}: disconnected by the server`);
 }
 
 /** A logger that keeps what was logged at warn and above. */
@@ -114,13 +123,13 @@ t.test('logout: the access token is refused at once, its socket is disconnected,
   t.equal((await current(s.accessToken)).statusCode, 200, 'again (from the verified-token cache): 200');
   const socket = await clients.connect(s.accessToken);
   const otherSocket = await clients.connect(other.accessToken);
-  const errorEvent = nextEvent(socket, 'realtime:error', BOUND_MS);
+  const watched = watchRevocation(socket);
 
   t.equal((await logout(s.refreshToken)).statusCode, 204, 'logout: 204');
 
   assertErrorBody(t, await current(s.accessToken), 401, 'SESSION_REVOKED');
   assertErrorBody(t, await permissions(s.accessToken), 401, 'SESSION_REVOKED');
-  await assertSocketRevoked(t, socket, errorEvent, 'the open socket');
+  await assertSocketRevoked(t, watched, 'the open socket');
   const refused = await clients.refusal(s.accessToken);
   t.equal(refused.data?.code, 'SESSION_REVOKED', 'a new handshake with the token: connect_error SESSION_REVOKED');
 
@@ -140,14 +149,34 @@ t.test('refresh-token reuse: every access token of the session is refused', asyn
   t.equal((await current(s.accessToken)).statusCode, 200, 'the first access token works');
   t.equal((await current(second.accessToken)).statusCode, 200, 'the refreshed one too');
   const socket = await clients.connect(second.accessToken);
-  const errorEvent = nextEvent(socket, 'realtime:error', BOUND_MS);
+  const watched = watchRevocation(socket);
 
   assertErrorBody(t, await refresh(s.refreshToken), 401, 'REFRESH_TOKEN_REUSED');
 
   assertErrorBody(t, await current(s.accessToken), 401, 'SESSION_REVOKED');
   assertErrorBody(t, await current(second.accessToken), 401, 'SESSION_REVOKED');
-  await assertSocketRevoked(t, socket, errorEvent, 'the socket of the refreshed token');
+  await assertSocketRevoked(t, watched, 'the socket of the refreshed token');
   t.equal((await clients.refusal(s.accessToken)).data?.code, 'SESSION_REVOKED', 'handshake refused');
+  t.same(clients.violations(), [], 'everything sent and received matched asyncapi.yaml');
+});
+
+t.test("a password change ends the other sessions of the account, not the caller's", async (t) => {
+  const { app, signUp, signIn, current, changePassword } = await setup(t);
+  const clients = new RealtimeClients(t, urlOf(app));
+  const email = newEmail('password');
+  const caller = await signUp(email);
+  const other = await signIn(email);
+  t.equal((await current(other.accessToken)).statusCode, 200, 'the other session works');
+  const socket = await clients.connect(other.accessToken);
+  const callerSocket = await clients.connect(caller.accessToken);
+  const watched = watchRevocation(socket);
+
+  t.equal((await changePassword(caller.accessToken, 'a new and longer passphrase')).statusCode, 204, 'changed: 204');
+
+  assertErrorBody(t, await current(other.accessToken), 401, 'SESSION_REVOKED');
+  await assertSocketRevoked(t, watched, "the other session's socket");
+  t.equal((await current(caller.accessToken)).statusCode, 200, "the caller's session still works");
+  t.ok(callerSocket.connected, "and the caller's socket stays connected");
   t.same(clients.violations(), [], 'everything sent and received matched asyncapi.yaml');
 });
 
@@ -260,8 +289,12 @@ t.test('two instances on one PostgreSQL database', { skip: !usingPostgres && 'Po
   const clientsB = new RealtimeClients(t, urlOf(b));
 
   /** Signs up on A, warms B's verified-token cache and opens a socket on B; ends the session on A; measures B. */
-  async function revokeOnAMeasureOnB(label: string, end: (s: Session) => Promise<LightMyRequestResponse>) {
-    const s = await first.signUp(newEmail(label.replace(/[^a-z]+/gi, '-').slice(0, 24)));
+  async function revokeOnAMeasureOnB(
+    label: string,
+    end: (s: Session, email: string) => Promise<LightMyRequestResponse>,
+  ) {
+    const email = newEmail(label.replace(/[^a-z]+/gi, '-').slice(0, 24));
+    const s = await first.signUp(email);
     t.equal((await onB.current(s.accessToken)).statusCode, 200, `${label}: B accepts the token`);
     const socket = await clientsB.connect(s.accessToken);
     const errorAt = nextEvent(socket, 'realtime:error', BOUND_MS * 2).then((payload) => ({
@@ -269,9 +302,9 @@ t.test('two instances on one PostgreSQL database', { skip: !usingPostgres && 'Po
       at: Date.now(),
     }));
     const closed = disconnection(socket, BOUND_MS * 2);
-    const ended = await end(s);
+    const ended = await end(s, email);
     const endedAt = Date.now();
-    t.ok(ended.statusCode === 204 || ended.statusCode === 401, `${label}: ended on A (${ended.statusCode})`);
+    t.ok([204, 401].includes(ended.statusCode), `${label}: ended on A (${ended.statusCode})`);
     const httpDelay = await refusedWithin(() => onB.current(s.accessToken), endedAt);
     const socketError = await errorAt;
     const socketDelay = Math.max(0, socketError.at - endedAt);
@@ -293,6 +326,10 @@ t.test('two instances on one PostgreSQL database', { skip: !usingPostgres && 'Po
     const rotated = await first.refresh(s.refreshToken);
     if (rotated.statusCode !== 200) throw new Error(`refresh: ${rotated.statusCode}`);
     return first.refresh(s.refreshToken);
+  });
+  await revokeOnAMeasureOnB('password change on A', async (_s, email) => {
+    const caller = await first.signIn(email);
+    return first.changePassword(caller.accessToken, 'a new and longer passphrase');
   });
 
   // The LISTEN connections are cut (a failover, a restarted pooler): what is revoked meanwhile is

@@ -2,10 +2,10 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { DatabaseConfig } from '../config.ts';
 import { NotificationListener } from '../db/notification-listener.ts';
+import { listRevokedSince, SESSION_REVOKED_CHANNEL } from '../db/repositories/sessions.ts';
 import type { Database } from '../db/schema.ts';
 
 /** The channel on which the transaction that revokes a session announces its id (pg_notify). */
-export const SESSION_REVOKED_CHANNEL = 'auth_session_revoked';
 /** How many revoked sessions are remembered at most; the oldest make room. */
 export const MAX_REVOKED_SESSIONS = 100_000;
 /** While the LISTEN connection is down, how often the recent revocations are read from the table. */
@@ -108,12 +108,7 @@ export function createSessionRevocations(opts: SessionRevocationsOptions): Sessi
   /** Reads every session revoked recently enough that one of its access tokens may still be valid. */
   async function loadRecent(): Promise<void> {
     const since = new Date(now() - ttlMs - CLOCK_SKEW_MARGIN_MS);
-    const rows = await db
-      .selectFrom('sessions')
-      .select(['id', 'revoked_at'])
-      .where('revoked_at', '>', since)
-      .orderBy('revoked_at')
-      .execute();
+    const rows = await listRevokedSince(db, since);
     const at = now();
     for (const row of rows) {
       const revokedAt = row.revoked_at?.getTime() ?? at;

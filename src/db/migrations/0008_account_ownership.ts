@@ -27,12 +27,15 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       primary key (email, requester)
     )
   `.execute(db);
+  // Every instance reads the recently revoked sessions at start and after a lost notification connection.
+  await sql`create index sessions_revoked_at_idx on sessions (revoked_at) where revoked_at is not null`.execute(db);
   await sql`create index email_send_log_window_idx on email_send_log (window_started_at)`.execute(db);
   await sql`create index email_send_requesters_window_idx on email_send_requesters (window_started_at)`.execute(db);
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`drop table email_send_requesters`.execute(db);
+  await sql`drop index sessions_revoked_at_idx`.execute(db);
   await sql`drop index email_send_log_window_idx`.execute(db);
   await sql`alter table email_send_log drop column code_attempts_in_window`.execute(db);
   await sql`alter table email_verifications drop column contested`.execute(db);

@@ -100,6 +100,16 @@ async function revokeWhere(
   return result.rows.map((r) => r.id);
 }
 
+/** The sessions revoked after `since` (their ids and when), oldest first. */
+export async function listRevokedSince(db: Executor, since: Date): Promise<{ id: string; revoked_at: Date | null }[]> {
+  return db
+    .selectFrom('sessions')
+    .select(['id', 'revoked_at'])
+    .where('revoked_at', '>', since)
+    .orderBy('revoked_at')
+    .execute();
+}
+
 /** Revokes one session; returns its id when this call revoked it (empty when it already was). */
 export function revokeSession(db: Executor, sessionId: string, now: Date): Promise<string[]> {
   return revokeWhere(db, now, { sessionId });

@@ -11,6 +11,30 @@ export interface IssuedCode {
   tokenExpiresAt: Date;
 }
 
+/** The columns a new issuance sets: its code and link, attempts back to 0, not consumed. */
+function issuance(issued: IssuedCode, now: Date) {
+  return {
+    code_hmac: issued.codeHmac,
+    token_hash: issued.tokenHash,
+    code_expires_at: issued.codeExpiresAt,
+    token_expires_at: issued.tokenExpiresAt,
+    failed_attempts: 0,
+    consumed_at: null,
+    created_at: now,
+  };
+}
+type Issuance = ReturnType<typeof issuance>;
+const ISSUANCE_COLUMNS = Object.keys(issuance({} as IssuedCode, new Date(0))) as (keyof Issuance)[];
+
+/** `select users.id, <the issuance's values>` for the unverified account with this address. */
+function selectIssuanceFor(db: Executor, email: string, fields: Issuance) {
+  return db
+    .selectFrom('users')
+    .select((eb) => ['id', ...ISSUANCE_COLUMNS.map((column) => eb.val(fields[column]).as(column))])
+    .where('email', '=', email)
+    .where('email_verified', '=', false);
+}
+
 /**
  * Records a sign-up for an unverified account (nothing happens for a verified one: the statement
  * runs all the same, so that both cost the same). The first sign-up's password waits for the
@@ -24,42 +48,19 @@ export async function recordSignUp(
   db: Executor,
   s: { email: string; passwordHash: string; fresh: IssuedCode | undefined; unusable: IssuedCode; now: Date },
 ): Promise<{ userId: string; contested: boolean } | undefined> {
-  const issued = s.fresh ?? s.unusable;
+  const fields = issuance(s.fresh ?? s.unusable, s.now);
   const row = await db
     .insertInto('email_verifications')
-    .columns([
-      'user_id',
-      'code_hmac',
-      'token_hash',
-      'code_expires_at',
-      'token_expires_at',
-      'failed_attempts',
-      'pending_password_hash',
-      'contested',
-      'consumed_at',
-      'created_at',
-    ])
-    .expression((eb) =>
-      eb
-        .selectFrom('users')
-        .select([
-          'id',
-          eb.val(issued.codeHmac).as('code_hmac'),
-          eb.val(issued.tokenHash).as('token_hash'),
-          eb.val(issued.codeExpiresAt).as('code_expires_at'),
-          eb.val(issued.tokenExpiresAt).as('token_expires_at'),
-          eb.val(0).as('failed_attempts'),
-          // An account that already holds a password was signed up for without verification
-          // (REQUIRE_EMAIL_VERIFICATION=false at the time): that sign-up competes too.
-          sql<string | null>`case when users.password_hash is null then ${s.passwordHash} end`.as(
-            'pending_password_hash',
-          ),
-          sql<boolean>`users.password_hash is not null`.as('contested'),
-          eb.val(null).as('consumed_at'),
-          eb.val(s.now).as('created_at'),
-        ])
-        .where('email', '=', s.email)
-        .where('email_verified', '=', false),
+    .columns(['user_id', ...ISSUANCE_COLUMNS, 'pending_password_hash', 'contested'])
+    .expression(
+      selectIssuanceFor(db, s.email, fields).select([
+        // An account that already holds a password was signed up for without verification
+        // (REQUIRE_EMAIL_VERIFICATION=false at the time): that sign-up competes too.
+        sql<string | null>`case when users.password_hash is null then ${s.passwordHash} end`.as(
+          'pending_password_hash',
+        ),
+        sql<boolean>`users.password_hash is not null`.as('contested'),
+      ]),
     )
     .onConflict((oc) =>
       oc.column('user_id').doUpdateSet({
@@ -69,17 +70,7 @@ export async function recordSignUp(
           when email_verifications.contested or email_verifications.pending_password_hash is not null
             or excluded.contested then null
           else excluded.pending_password_hash end`,
-        ...(s.fresh === undefined
-          ? {}
-          : {
-              code_hmac: s.fresh.codeHmac,
-              token_hash: s.fresh.tokenHash,
-              code_expires_at: s.fresh.codeExpiresAt,
-              token_expires_at: s.fresh.tokenExpiresAt,
-              failed_attempts: 0,
-              consumed_at: null,
-              created_at: s.now,
-            }),
+        ...(s.fresh === undefined ? {} : fields),
       }),
     )
     .returning(['user_id', 'contested'])
@@ -98,34 +89,11 @@ export async function reissueVerification(
   issued: IssuedCode,
   now: Date,
 ): Promise<{ userId: string; contested: boolean } | undefined> {
-  const fields = {
-    code_hmac: issued.codeHmac,
-    token_hash: issued.tokenHash,
-    code_expires_at: issued.codeExpiresAt,
-    token_expires_at: issued.tokenExpiresAt,
-    failed_attempts: 0,
-    consumed_at: null,
-    created_at: now,
-  };
+  const fields = issuance(issued, now);
   const row = await db
     .insertInto('email_verifications')
-    .columns(['user_id', ...(Object.keys(fields) as (keyof typeof fields)[])])
-    .expression((eb) =>
-      eb
-        .selectFrom('users')
-        .select([
-          'id',
-          eb.val(fields.code_hmac).as('code_hmac'),
-          eb.val(fields.token_hash).as('token_hash'),
-          eb.val(fields.code_expires_at).as('code_expires_at'),
-          eb.val(fields.token_expires_at).as('token_expires_at'),
-          eb.val(0).as('failed_attempts'),
-          eb.val(null).as('consumed_at'),
-          eb.val(now).as('created_at'),
-        ])
-        .where('email', '=', email)
-        .where('email_verified', '=', false),
-    )
+    .columns(['user_id', ...ISSUANCE_COLUMNS])
+    .expression(selectIssuanceFor(db, email, fields))
     .onConflict((oc) => oc.column('user_id').doUpdateSet(fields))
     .returning(['user_id', 'contested'])
     .executeTakeFirst();
