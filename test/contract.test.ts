@@ -95,6 +95,7 @@ t.test('secured operations refuse a missing, malformed, foreign-key or refresh-t
   t.same(
     secured.sort(),
     [
+      'changePassword',
       'createEmbeddings',
       'getCurrentSession',
       'getRealtimePermissions',

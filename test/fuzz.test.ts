@@ -17,9 +17,11 @@ import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
 import t, { type Test } from 'tap';
 import { errorCodes, type OperationId, operationIds } from '../generated/contract.ts';
 import type { Env } from '../src/config.ts';
+import type { Database } from '../src/db/schema.ts';
 import { specDocument } from '../src/spec.ts';
 import { buildTestApp } from './helpers/app.ts';
 import { PASSWORD } from './helpers/auth.ts';
@@ -122,6 +124,7 @@ class Pool<T> {
 interface Target {
   name: string;
   app: FastifyInstance;
+  db: Kysely<Database>;
   port: number;
   smtp: SmtpCapture;
   tokens: { user: Pool<string>; admin: Pool<string> };
@@ -201,6 +204,20 @@ const decodeRole = (jwt: string): unknown => {
   }
 };
 
+/** Whether the session of the access token in an Authorization header has been revoked. */
+async function sessionEnded(target: Target, header: string | undefined): Promise<boolean> {
+  const token = header?.split(' ').at(-1) ?? '';
+  let sid: unknown;
+  try {
+    sid = JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString('utf8')).sid;
+  } catch {
+    return false;
+  }
+  if (typeof sid !== 'string') return false;
+  const row = await target.db.selectFrom('sessions').select('revoked_at').where('id', '=', sid).executeTakeFirst();
+  return row?.revoked_at != null;
+}
+
 /** Keeps what a successful answer hands out: tokens, sessions and registered addresses. */
 function absorb(target: Target, answer: Answer, requestBody: unknown): void {
   if (answer.status < 200 || answer.status >= 300 || !answer.body.startsWith('{')) return;
@@ -230,7 +247,7 @@ function absorb(target: Target, answer: Answer, requestBody: unknown): void {
 
 async function startTarget(t: Test, name: string, env: Env, upstreamUrl: string): Promise<Target> {
   const smtp = await startSmtpCapture();
-  const { app } = await buildTestApp(t, {
+  const { app, database } = await buildTestApp(t, {
     env: {
       JWT_SECRET,
       SMTP_URL: smtp.url,
@@ -256,6 +273,7 @@ async function startTarget(t: Test, name: string, env: Env, upstreamUrl: string)
   const target: Target = {
     name,
     app,
+    db: database.handle.db,
     port: (app.server.address() as AddressInfo).port,
     smtp,
     tokens: { user: new Pool(), admin: new Pool() },
@@ -704,6 +722,8 @@ async function runCase(c: FuzzCase, context: RunContext): Promise<void> {
 
   let answer: Answer;
   let layer: 400 | 431 | 'either' | undefined;
+  /** The second Authorization header of a duplicateAuthorization case. */
+  let sentSecond: string | undefined;
   if (c.socket === null) {
     // Repeated headers as arrays: light-my-request combines them as Node does (the first of a
     // singleton such as Authorization, cookies joined with "; ", the others with ", ").
@@ -732,6 +752,7 @@ async function runCase(c: FuzzCase, context: RunContext): Promise<void> {
       c.socket.kind === 'duplicateAuthorization'
         ? authorizationHeader(c.socket.second, tokenSource(target), c.pick + 1)
         : undefined;
+    sentSecond = second;
     const raw = socketBytes(wire, c.socket, second);
     layer = raw.layer;
     const outcome = await withDeadline(
@@ -817,9 +838,15 @@ async function runCase(c: FuzzCase, context: RunContext): Promise<void> {
         `a bad token (${describeAuth(effectiveAuth)}) must get 401 ${expected}, got ${answer.status} ${code ?? ''}`,
       );
     }
-    if (op.secured && effectiveAuth.kind === 'session' && answer.status === 401)
-      problems.push('the token of a live session was refused');
-    const authPasses = expected === 'pass';
+    // The fuzzed operations end sessions too (logout, refresh-token reuse, a password change):
+    // their tokens are refused with SESSION_REVOKED, and only those.
+    let sessionWasEnded = false;
+    if (op.secured && effectiveAuth.kind === 'session' && answer.status === 401) {
+      const header = effectiveAuth === c.auth ? authorization : sentSecond;
+      sessionWasEnded = code === 'SESSION_REVOKED' && (await sessionEnded(target, header));
+      if (!sessionWasEnded) problems.push('the token of a live session was refused');
+    }
+    const authPasses = expected === 'pass' && !sessionWasEnded;
     const bytes = wire.body?.length ?? 0;
     if (op.bodyLimit !== undefined && wire.body !== undefined && authPasses && isJsonMediaType(effectiveContentType)) {
       if (bytes > op.bodyLimit && answer.status !== 413)

@@ -65,12 +65,11 @@ const script = `'use strict';
 
 /** GET /auth/verify-email?token=…: the page that verification links open. Not part of the JSON API. */
 export function registerVerifyEmailPage(app: FastifyInstance): void {
+  // Cache-Control: no-store and nosniff come from the app's security headers (security-headers.ts).
   const security = {
     'content-security-policy':
       "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
     'referrer-policy': 'no-referrer',
-    'cache-control': 'no-store',
-    'x-content-type-options': 'nosniff',
   };
   app.get('/auth/verify-email', { schema: { hide: true } }, async (_request, reply) =>
     reply.headers(security).type('text/html; charset=utf-8').send(page),
