@@ -281,7 +281,16 @@ try {
     const k = c.knownSamples.map((s) => s.ms);
     const u = c.unknownSamples.map((s) => s.ms);
     const diff = median(k) - median(u);
-    const slower = c.knownSamples.filter((s, j) => s.ms > (c.unknownSamples[j]?.ms ?? Number.POSITIVE_INFINITY)).length;
+    // Sign tests on neighbours, in both orders, so that an effect of a request's position (the first
+    // or second of two) is not taken for one of the address: known_i against unknown_i (known sent
+    // first) and unknown_i against known_i+1 (unknown sent first).
+    const knownFirst = c.knownSamples.filter((s, j) => s.ms > (c.unknownSamples[j]?.ms ?? Infinity)).length;
+    const unknownFirst = c.unknownSamples
+      .slice(0, -1)
+      .filter((s, j) => (c.knownSamples[j + 1]?.ms ?? -Infinity) > s.ms).length;
+    const consistent = (slower: number, n: number) => Math.abs(slower - n / 2) >= Math.sqrt(n);
+    const sameSide = knownFirst > pairs / 2 === unknownFirst > (pairs - 1) / 2;
+    const systematic = pairs > 1 && sameSide && consistent(knownFirst, pairs) && consistent(unknownFirst, pairs - 1);
     const [ka, ua] = [answers(c.knownSamples), answers(c.unknownSamples)];
     const same = ka.length === 1 && ua.length === 1 && ka[0] === ua[0];
     return {
@@ -296,14 +305,15 @@ try {
         `${diff >= 0 ? '+' : ''}${diff.toFixed(2)}`,
         Math.abs(diff) <= 1 ? 'yes' : '**no**',
         `${(quantile(k, 0.75) - quantile(k, 0.25)).toFixed(2)} / ${(quantile(u, 0.75) - quantile(u, 0.25)).toFixed(2)}`,
-        `${slower}/${pairs}`,
+        `${knownFirst}/${pairs} · ${unknownFirst}/${pairs - 1}`,
+        systematic ? (knownFirst > pairs / 2 ? '**yes, known slower**' : '**yes, known faster**') : 'no',
         same ? `yes (${c.knownSamples[0]?.status})` : '**no**',
       ],
     };
   });
   const table = [
-    '| operation | known kind | median known ms | median unknown ms | difference ms | within 1 ms | IQR known / unknown ms | pairs with known slower | same status and body |',
-    '|---|---|---:|---:|---:|---|---:|---:|---|',
+    '| operation | known kind | median known ms | median unknown ms | difference ms | within 1 ms | IQR known / unknown ms | known slower: known first · unknown first | consistent | same status and body |',
+    '|---|---|---:|---:|---:|---|---:|---:|---|---|',
     ...rows.map((r) => `| ${r.cells.join(' | ')} |`),
   ].join('\n');
   const differing = rows
@@ -326,7 +336,7 @@ try {
     '',
     table,
     '',
-    'Difference = median known - median unknown (positive: the registered address answers slower). The last-but-one column counts the pairs in which the known address was the slower of the two: far from half means a consistent difference, whatever its size.',
+    'Difference = median known - median unknown (positive: the registered address answers slower). "Known slower" counts the neighbouring requests in which the known address was the slower one, separately for known sent first (known_i, unknown_i) and unknown sent first (unknown_i, known_i+1). "Consistent" says that both counts lie on the same side of half, each at least two standard deviations (of a fair coin) away from it: a difference an attacker can find by repeating requests, whatever its size. Counts on opposite sides of half point to the position in the pair, not to the address.',
     ...(differing.length > 0 ? ['', 'Answers that differ between kinds:', '', ...differing] : []),
     '',
   ].join('\n');

@@ -98,9 +98,14 @@ export interface paths {
          *
          *     - A wrong password and an unknown address get the same answer,
          *       `401 INVALID_CREDENTIALS`.
-         *     - When the password is right but the address has not been verified
-         *       yet, the answer is `403 EMAIL_NOT_VERIFIED`; the client can ask for a
-         *       new email with `POST /api/auth/email/send-verification`.
+         *     - An account that was signed up for but is not verified yet has no
+         *       password: the answer is `401 INVALID_CREDENTIALS`, as for an unknown
+         *       address (anything else would tell whoever signed up whether the
+         *       address had an account before). The client can ask for a new email
+         *       with `POST /api/auth/email/send-verification`.
+         *     - `403 EMAIL_NOT_VERIFIED` comes only after the right password of an
+         *       unverified account created while email verification was not
+         *       required.
          *     - Failed sign-ins slow down sign-ins to that address (known or not,
          *       counted across instances): 5 failures in a row are free; from the
          *       6th on, each failure makes the next attempt wait a delay that doubles
@@ -527,7 +532,7 @@ export interface components {
          *     | `INVALID_INPUT` | 400 | The request does not match the contract: a missing, malformed or unknown field, or a parameter out of range. |
          *     | `INVALID_OTP` | 400 | The verification code or magic-link token is wrong, expired, already used or unknown. |
          *     | `INVALID_CREDENTIALS` | 401 | Sign-in failed: the email address or the password is wrong (the two are not told apart). |
-         *     | `EMAIL_NOT_VERIFIED` | 403 | Sign-in with the right password, but the email address is not verified yet. |
+         *     | `EMAIL_NOT_VERIFIED` | 403 | Sign-in with the right password of an account created while verification was not required, whose address is not verified yet. |
          *     | `USER_ALREADY_EXISTS` | 409 | Sign-up without verification for an address that already has an account. |
          *     | `UNAUTHORIZED` | 401 | The access token is missing, malformed or invalid. |
          *     | `TOKEN_EXPIRED` | 401 | The access token has expired; refresh the session and retry. |
@@ -1430,7 +1435,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `EMAIL_NOT_VERIFIED`: the password is right, but the email address has not been verified yet. */
+            /** @description `EMAIL_NOT_VERIFIED`: the password is right, but the address of this account (created while verification was not required) has not been verified yet. */
             403: {
                 headers: {
                     [name: string]: unknown;

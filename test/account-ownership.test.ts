@@ -3,7 +3,15 @@
 // an address's emails, and a session refreshing only through its own client type.
 import type { LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
-import { type AuthTestApp, buildAuthTestApp, newEmail, PASSWORD, pause, QUIET_MS } from './helpers/auth.ts';
+import {
+  type AuthTestApp,
+  buildAuthTestApp,
+  decodeClaims,
+  newEmail,
+  PASSWORD,
+  pause,
+  QUIET_MS,
+} from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 
 const VICTIM_PASSWORD = PASSWORD;
@@ -126,7 +134,7 @@ t.test('a single sign-up stays as smooth as before: verify, then sign in with it
     /If you did not sign up, do not use this code or link/,
     'says what to do for someone who did not sign up',
   );
-  assertErrorBody(t, await s.signIn(email, VICTIM_PASSWORD), 403, 'EMAIL_NOT_VERIFIED');
+  assertErrorBody(t, await s.signIn(email, VICTIM_PASSWORD), 401, 'INVALID_CREDENTIALS');
   assertErrorBody(t, await s.signIn(email, 'not the password'), 401, 'INVALID_CREDENTIALS');
   s.clock.advance(61);
   expectStatus(await s.resend(email, VICTIM_IP), 202, 'resend');
@@ -226,4 +234,93 @@ t.test('changing the password needs the current one and ends the other sessions'
     payload: { newPassword: 'x'.repeat(9) },
   });
   assertErrorBody(t, anonymous, 401, 'UNAUTHORIZED');
+});
+
+t.test('an owner left without a password who lost the session gets back in by email', async (t) => {
+  const s = await setup(t);
+  const email = newEmail('recover');
+  expectStatus(await s.signUpAs(email, VICTIM_PASSWORD, VICTIM_IP), 202, 'victim sign-up');
+  await s.firstMail(email);
+  s.clock.advance(5);
+  expectStatus(await s.signUpAs(email, ATTACKER_PASSWORD, ATTACKER_IP), 202, 'attacker sign-up in the cooldown');
+  await verifyWithMail(s, email, 1); // the session is then lost (closed tab, another device)
+  s.clock.advance(61);
+  expectStatus(await s.resend(email, VICTIM_IP), 202, 'the owner asks for a new email');
+  const token = await verifyWithMail(s, email, 2);
+  t.equal((await s.current(token)).statusCode, 200, "the new email's code signs the owner in");
+  await assertOnlyTheOwnerGetsIn(t, s, email, token);
+  s.clock.advance(61);
+  expectStatus(await s.resend(email, VICTIM_IP), 202, 'resend once the account has a password');
+  await pause(QUIET_MS);
+  t.equal(s.smtp.to(email).length, 2, 'an account with a password gets no sign-in code that way');
+});
+
+t.test('signing up and then signing in tells nothing about whether the address had an account', async (t) => {
+  const s = await setup(t);
+  const unverified = newEmail('probe-unverified');
+  const verified = newEmail('probe-verified');
+  expectStatus(await s.signUpAs(unverified, VICTIM_PASSWORD, VICTIM_IP), 202, 'unverified sign-up');
+  expectStatus(await s.signUpAs(verified, VICTIM_PASSWORD, VICTIM_IP), 202, 'verified sign-up');
+  await verifyWithMail(s, verified, 1);
+  await s.firstMail(unverified);
+  const answers: Record<string, LightMyRequestResponse> = {};
+  for (const [kind, email] of Object.entries({ unknown: newEmail('probe-unknown'), unverified, verified })) {
+    s.clock.advance(61);
+    expectStatus(await s.signUpAs(email, ATTACKER_PASSWORD, ATTACKER_IP), 202, `prober sign-up (${kind})`);
+    answers[kind] = await s.signIn(email, ATTACKER_PASSWORD);
+  }
+  for (const [kind, res] of Object.entries(answers)) {
+    assertErrorBody(t, res, 401, 'INVALID_CREDENTIALS');
+    t.equal(res.body, answers.unknown?.body, `${kind}: the same body`);
+  }
+});
+
+t.test('failed sign-ins by others do not stop the signed-in owner from changing the password', async (t) => {
+  const s = await setup(t);
+  const email = newEmail('throttled');
+  expectStatus(await s.signUpAs(email, VICTIM_PASSWORD, VICTIM_IP), 202, 'sign-up');
+  const token = await verifyWithMail(s, email, 1);
+  for (let i = 0; i < 8; i++) await s.signIn(email, `guess ${i}`);
+  assertErrorBody(t, await s.signIn(email, VICTIM_PASSWORD), 429, 'RATE_LIMITED');
+  const changed = await s.changePassword(token, { currentPassword: VICTIM_PASSWORD, newPassword: OWNER_NEW_PASSWORD });
+  t.equal(changed.statusCode, 204, 'the password change is not held back by the address back-off');
+  for (let i = 0; i < 6; i++)
+    await s.changePassword(token, { currentPassword: `guess ${i}`, newPassword: 'x'.repeat(9) });
+  assertErrorBody(
+    t,
+    await s.changePassword(token, { currentPassword: OWNER_NEW_PASSWORD, newPassword: 'y'.repeat(9) }),
+    429,
+    'RATE_LIMITED',
+  );
+});
+
+t.test('a sign-in racing a password change keeps no session past it', async (t) => {
+  const s = await setup(t);
+  const email = newEmail('race');
+  expectStatus(await s.signUpAs(email, VICTIM_PASSWORD, VICTIM_IP), 202, 'sign-up');
+  const owner = await verifyWithMail(s, email, 1);
+  const ownerSid = decodeClaims(owner).sid;
+  // Sign-ins with the old password spread around the change: each reads the password, spends
+  // ~100 ms hashing, then opens its session.
+  const signIns = Array.from({ length: 10 }, (_, i) => pause(i * 15).then(() => s.signIn(email, VICTIM_PASSWORD)));
+  await pause(40);
+  const changed = await s.changePassword(owner, { currentPassword: VICTIM_PASSWORD, newPassword: OWNER_NEW_PASSWORD });
+  t.equal(changed.statusCode, 204, 'changed');
+  const answers = await Promise.all(signIns);
+  t.ok(
+    answers.every((r) => [200, 401, 429].includes(r.statusCode)),
+    'each sign-in got in before the change, was refused, or was held back (attempts in flight count as failures)',
+  );
+  const live = await s.database.handle.db
+    .selectFrom('sessions')
+    .innerJoin('users', 'users.id', 'sessions.user_id')
+    .select('sessions.id')
+    .where('users.email', '=', email)
+    .where('sessions.revoked_at', 'is', null)
+    .execute();
+  t.same(
+    live.map((r) => r.id),
+    [ownerSid],
+    'no session opened with the old password outlives the change; only the caller goes on',
+  );
 });

@@ -49,8 +49,8 @@ t.test('verify: with RATE_LIMIT_VERIFY=3 the 4th attempt is 429, even with the r
     t.equal(res.statusCode, 400, `attempt ${k}: 400 (a wrong code, not yet limited)`);
   }
   assertLimited(t, await verify(code), 'attempt 4');
-  assertErrorBody(t, await signIn(email), 403, 'EMAIL_NOT_VERIFIED');
-  t.pass('the limited attempt was not processed: the address is still unverified');
+  assertErrorBody(t, await signIn(email), 401, 'INVALID_CREDENTIALS');
+  t.pass('the limited attempt was not processed: the address is still unverified (no password yet)');
 });
 
 t.test('sign-in: with RATE_LIMIT_SIGN_IN=2 the 3rd attempt is 429, even with the right password', async (t) => {

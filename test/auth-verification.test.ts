@@ -214,7 +214,7 @@ t.test('a successful verification marks the address verified for sign-in and the
   const mail = await signUp(email);
   const signIn = () =>
     app.inject({ method: 'POST', url: '/api/auth/sessions', payload: { email, password: PASSWORD } });
-  assertErrorBody(t, await signIn(), 403, 'EMAIL_NOT_VERIFIED');
+  assertErrorBody(t, await signIn(), 401, 'INVALID_CREDENTIALS');
   const res = await verify({ otp: mail.code, email });
   t.equal(res.statusCode, 200);
   const { accessToken, user } = res.json();

@@ -1,3 +1,4 @@
+import { isIPv6 } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../clock.ts';
@@ -40,8 +41,24 @@ export interface ClientInfo {
   ip: string | null;
 }
 
-/** Who asked, for per-requester limits: the client's IP. */
-export const requesterOf = (client: Pick<ClientInfo, 'ip'>) => client.ip ?? 'unknown';
+/**
+ * Who asked, for per-requester limits: the client's IP, or for IPv6 its /64 (one subscriber's
+ * network: every address in it counts as one requester).
+ */
+export function requesterOf(client: Pick<ClientInfo, 'ip'>): string {
+  const ip = client.ip ?? 'unknown';
+  if (isIPv6(ip) && !ip.startsWith('::ffff:')) {
+    const [head = '', tail = ''] = ip.split('::');
+    const left = head === '' ? [] : head.split(':');
+    const right = tail === '' ? [] : tail.split(':');
+    const groups = ip.includes('::') ? [...left, ...Array(8 - left.length - right.length).fill('0'), ...right] : left;
+    return `${groups
+      .slice(0, 4)
+      .map((g) => g.replace(/^0+(?=.)/, '').toLowerCase())
+      .join(':')}::/64`;
+  }
+  return ip;
+}
 
 export const inSeconds = (now: Date, seconds: number) => new Date(now.getTime() + seconds * 1000);
 

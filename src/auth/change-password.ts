@@ -11,8 +11,8 @@ export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
   const { db, clock, signInThrottle } = deps;
 
   /**
-   * Requires the current password when the account has one (wrong ones count as failed sign-ins
-   * for the address, so a stolen access token cannot be used to guess it); sets the new one and
+   * Requires the current password when the account has one (wrong ones slow this session down like
+   * failed sign-ins, so a stolen access token cannot be used to guess it); sets the new one and
    * ends every other session of the account, in one transaction.
    */
   return async function changePassword(
@@ -22,12 +22,15 @@ export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
     const user = await users.findUserById(db, caller.userId);
     if (!user) throw new ApiError(401, 'UNAUTHORIZED', 'The account of this token no longer exists');
     if (user.password_hash !== null) {
-      const wait = await signInThrottle.beginAttempt(user.email);
+      // Counted per session, not per address: failed sign-ins by others must not keep the owner,
+      // signed in, from changing the password, while a stolen access token still gets few guesses.
+      const key = `session:${caller.sessionId}`;
+      const wait = await signInThrottle.beginAttempt(key);
       if (wait !== undefined) throw signInThrottledError(wait);
       const ok =
         input.currentPassword !== undefined && (await verifyPassword(input.currentPassword, user.password_hash));
       if (!ok) throw new ApiError(403, 'PASSWORD_INCORRECT', 'The current password is missing or wrong');
-      await signInThrottle.recordSuccess(user.email);
+      await signInThrottle.recordSuccess(key);
     }
     const hash = await hashPassword(input.newPassword);
     const ended = await db.transaction().execute(async (trx) => {

@@ -46,10 +46,10 @@ export function createSessionIssuer(deps: AuthDeps) {
     };
   }
 
-  async function start(user: UserRow, client: ClientInfo, executor: Kysely<Database> = db): Promise<IssuedSession> {
+  function newSession(user: UserRow, client: ClientInfo) {
     const now = clock.now();
     const refreshToken = newOpaqueToken();
-    const session = await sessions.insertSession(executor, {
+    const row: sessions.NewSession = {
       userId: user.id,
       refreshTokenHash: sha256Hex(refreshToken),
       clientType: client.clientType,
@@ -57,8 +57,26 @@ export function createSessionIssuer(deps: AuthDeps) {
       expiresAt: inSeconds(now, config.refreshTokenTtlSeconds),
       userAgent: client.userAgent?.slice(0, 512) ?? null,
       ip: client.ip,
-    });
+    };
+    return { row, refreshToken, now };
+  }
+
+  /** Opens a session for `user` (in `executor`'s transaction when given). */
+  async function start(user: UserRow, client: ClientInfo, executor: Kysely<Database> = db): Promise<IssuedSession> {
+    const { row, refreshToken, now } = newSession(user, client);
+    const session = await sessions.insertSession(executor, row);
     return issued(user, session, refreshToken, client.clientType, now);
+  }
+
+  /**
+   * Opens a session for a password sign-in, only if the account still has the password hash and
+   * role that were checked; undefined when they changed meanwhile.
+   */
+  async function startAfterPasswordCheck(user: UserRow & { password_hash: string }, client: ClientInfo) {
+    const { row, refreshToken, now } = newSession(user, client);
+    const checked = { passwordHash: user.password_hash, role: user.role };
+    const session = await sessions.insertSessionIfCredentialsHold(db, row, checked);
+    return session && issued(user, session, refreshToken, client.clientType, now);
   }
 
   /**
@@ -81,7 +99,7 @@ export function createSessionIssuer(deps: AuthDeps) {
     return ids.length;
   }
 
-  return { issued, start, csrfFor, revoked, endSession, endUserSessions };
+  return { issued, start, startAfterPasswordCheck, csrfFor, revoked, endSession, endUserSessions };
 }
 
 export type SessionIssuer = ReturnType<typeof createSessionIssuer>;

@@ -15,17 +15,21 @@ export function createSignIn(deps: AuthDeps, sessions: SessionIssuer) {
     // failure until the password proves right.
     const wait = await signInThrottle.beginAttempt(email);
     if (wait !== undefined) throw signInThrottledError(wait);
-    const user = await users.findUserForSignIn(db, email);
-    // An unverified account holds no password yet: its sign-up's pending one is what the person typed.
-    const hash = user?.password_hash ?? (user?.email_verified === false ? user.pending_password_hash : null);
-    const ok = await verifyPassword(input.password, hash ?? (await dummyPasswordHash));
-    if (!user || hash === null || !ok) throw invalidCredentials();
+    const user = await users.findUserByEmail(db, email);
+    // A sign-up's password waits for its verification outside the account, so an account signed up
+    // for but not verified has none: it answers like a wrong password. (Telling "right password,
+    // not verified yet" from a wrong one would tell whoever signed up that the address had no
+    // account before.)
+    const ok = await verifyPassword(input.password, user?.password_hash ?? (await dummyPasswordHash));
+    if (!user?.password_hash || !ok) throw invalidCredentials();
     await signInThrottle.recordSuccess(email);
     if (config.requireEmailVerification && !user.email_verified) {
+      // Only an account made while verification was not required has a password before it.
       throw new ApiError(403, 'EMAIL_NOT_VERIFIED', 'Verify your email address before signing in');
     }
-    // A password held only as a pending sign-up's (verification not required any more) signs in nobody.
-    if (user.password_hash === null) throw invalidCredentials();
-    return sessions.start(user, client);
+    const session = await sessions.startAfterPasswordCheck({ ...user, password_hash: user.password_hash }, client);
+    // The password or the role changed while the password was being checked.
+    if (session === undefined) throw invalidCredentials();
+    return session;
   };
 }

@@ -48,7 +48,7 @@ export function existingAccountNotice(to: string): MailMessage {
   const text = [
     'Someone tried to create an account with this email address, which already has one.',
     '',
-    'If it was you, sign in instead. If not, you can ignore this email: nothing has changed, and no password was set.',
+    'If it was you, sign in instead; if you have not chosen a password yet, ask for a new verification email: its code or link signs you in. If it was not you, ignore this email: nothing has changed, and no password was set.',
   ].join('\n');
   return { to, subject: 'You already have an account', text, html: `<p>${text.replaceAll('\n\n', '</p><p>')}</p>` };
 }

@@ -1,20 +1,20 @@
 import { type Selectable, sql } from 'kysely';
-import type { ClientType, Executor, SessionsTable } from '../schema.ts';
+import type { ClientType, Executor, Role, SessionsTable } from '../schema.ts';
 
 export type SessionRow = Selectable<SessionsTable>;
 
-export async function insertSession(
-  db: Executor,
-  s: {
-    userId: string;
-    refreshTokenHash: string;
-    clientType: ClientType;
-    now: Date;
-    expiresAt: Date;
-    userAgent: string | null;
-    ip: string | null;
-  },
-): Promise<SessionRow> {
+/** A new session's row. */
+export interface NewSession {
+  userId: string;
+  refreshTokenHash: string;
+  clientType: ClientType;
+  now: Date;
+  expiresAt: Date;
+  userAgent: string | null;
+  ip: string | null;
+}
+
+export async function insertSession(db: Executor, s: NewSession): Promise<SessionRow> {
   return db
     .insertInto('sessions')
     .values({
@@ -29,6 +29,52 @@ export async function insertSession(
     })
     .returningAll()
     .executeTakeFirstOrThrow();
+}
+
+/**
+ * Inserts a session only while the account still has the credentials that were checked (the
+ * password hash and the role read before the slow password check). The user row is read FOR SHARE:
+ * a password change or a promotion either commits first (then nothing is inserted: undefined) or
+ * waits for this insert, and then its revocation of every session sees this one. Without it, a
+ * sign-in racing a password change could open a session the change never ends.
+ */
+export async function insertSessionIfCredentialsHold(
+  db: Executor,
+  s: NewSession,
+  checked: { passwordHash: string; role: Role },
+): Promise<SessionRow | undefined> {
+  return db
+    .insertInto('sessions')
+    .columns([
+      'user_id',
+      'refresh_token_hash',
+      'client_type',
+      'created_at',
+      'last_used_at',
+      'expires_at',
+      'user_agent',
+      'ip',
+    ])
+    .expression(
+      db
+        .selectFrom('users')
+        .select((eb) => [
+          'id',
+          eb.val(s.refreshTokenHash).as('refresh_token_hash'),
+          eb.val(s.clientType).as('client_type'),
+          eb.val(s.now).as('created_at'),
+          eb.val(s.now).as('last_used_at'),
+          eb.val(s.expiresAt).as('expires_at'),
+          eb.val(s.userAgent).as('user_agent'),
+          eb.val(s.ip).as('ip'),
+        ])
+        .where('id', '=', s.userId)
+        .where('password_hash', '=', checked.passwordHash)
+        .where('role', '=', checked.role)
+        .forShare(),
+    )
+    .returningAll()
+    .executeTakeFirst();
 }
 
 export async function findSessionByRefreshHash(db: Executor, hash: string): Promise<SessionRow | undefined> {

@@ -17,26 +17,6 @@ export async function findUserByEmail(db: Executor, email: string): Promise<User
     .executeTakeFirst();
 }
 
-/**
- * A user by lower-cased email, for signing in: with the password a pending (not contested)
- * sign-up chose, which tells "right password, address not verified yet" from a wrong one.
- */
-export async function findUserForSignIn(
-  db: Executor,
-  email: string,
-): Promise<(UserRow & { pending_password_hash: string | null }) | undefined> {
-  return db
-    .selectFrom('users')
-    .leftJoin('email_verifications as v', (join) =>
-      join.onRef('v.user_id', '=', 'users.id').on('v.contested', '=', false).on('v.consumed_at', 'is', null),
-    )
-    .selectAll('users')
-    .select(withProviders.as('providers'))
-    .select('v.pending_password_hash')
-    .where('users.email', '=', email)
-    .executeTakeFirst();
-}
-
 export async function findUserById(db: Executor, id: string): Promise<UserRow | undefined> {
   return db
     .selectFrom('users')

@@ -26,13 +26,20 @@ function issuance(issued: IssuedCode, now: Date) {
 type Issuance = ReturnType<typeof issuance>;
 const ISSUANCE_COLUMNS = Object.keys(issuance({} as IssuedCode, new Date(0))) as (keyof Issuance)[];
 
-/** `select users.id, <the issuance's values>` for the unverified account with this address. */
-function selectIssuanceFor(db: Executor, email: string, fields: Issuance) {
+/**
+ * `select users.id, <the issuance's values>` for the account with this address when it is
+ * unverified (or, with `passwordless`, also when it is verified but has no password).
+ */
+function selectIssuanceFor(db: Executor, email: string, fields: Issuance, passwordless = false) {
   return db
     .selectFrom('users')
     .select((eb) => ['id', ...ISSUANCE_COLUMNS.map((column) => eb.val(fields[column]).as(column))])
     .where('email', '=', email)
-    .where('email_verified', '=', false);
+    .where((eb) =>
+      passwordless
+        ? eb.or([eb('email_verified', '=', false), eb('password_hash', 'is', null)])
+        : eb('email_verified', '=', false),
+    );
 }
 
 /**
@@ -80,8 +87,10 @@ export async function recordSignUp(
 
 /**
  * Replaces the code and link of the unverified account with this address (voiding the earlier
- * ones), keeping its pending sign-up. Returns the account's id and whether it is contested, or
- * undefined when there is no unverified account with this address (nothing is written then).
+ * ones), keeping its pending sign-up. A verified account without a password (competing sign-ups
+ * left it none) gets one too: its code or link signs its owner in, so that losing the session
+ * before choosing a password locks nobody out. Returns the account's id and whether it is
+ * contested, or undefined when no account qualifies (nothing is written then).
  */
 export async function reissueVerification(
   db: Executor,
@@ -93,7 +102,7 @@ export async function reissueVerification(
   const row = await db
     .insertInto('email_verifications')
     .columns(['user_id', ...ISSUANCE_COLUMNS])
-    .expression(selectIssuanceFor(db, email, fields))
+    .expression(selectIssuanceFor(db, email, fields, true))
     .onConflict((oc) => oc.column('user_id').doUpdateSet(fields))
     .returning(['user_id', 'contested'])
     .executeTakeFirst();
