@@ -15,7 +15,7 @@ const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
 /**
  * Fastify's serverFactory: a Node HTTP server whose limits bound what a slow or abusive client can
  * hold, and which answers a request without Host itself, in the Error shape (Node's own answer is
- * an empty 400), before Fastify routes it.
+ * an empty 400) and with the headers of every error answer, before Fastify routes it.
  */
 export function serverFactory(config: Readonly<Config>) {
   return (handler: (req: IncomingMessage, res: ServerResponse) => void): Server => {
@@ -40,6 +40,7 @@ export function serverFactory(config: Readonly<Config>) {
               connection: 'close',
               'content-type': 'application/json; charset=utf-8',
               'x-content-type-options': 'nosniff',
+              'cache-control': 'no-store',
             })
             .end(body);
           return;
@@ -78,7 +79,8 @@ const reasons: Record<number, string> = {
 
 /**
  * Answers what Node's HTTP parser rejects before any route runs (malformed requests, headers too
- * large, timeouts) in the Error shape of every other answer, then closes the connection.
+ * large, timeouts) in the Error shape of every other answer, then closes the connection. Like every
+ * error answer it is not to be cached (`Cache-Control: no-store`): the path it was for is unknown.
  */
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
@@ -87,6 +89,7 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
     const body = JSON.stringify(answer);
     socket.write(
       `HTTP/1.1 ${answer.statusCode} ${reasons[answer.statusCode]}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n` +
+        'Cache-Control: no-store\r\n' +
         `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     );
   }

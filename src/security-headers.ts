@@ -15,28 +15,40 @@ function carriesSecrets(request: FastifyRequest): boolean {
 }
 
 /**
- * Sets the headers every answer has: `X-Content-Type-Options: nosniff`, and `Cache-Control:
- * no-store` on the auth paths (RFC 6749, section 5.1: no cache may keep a token). For the answers
- * that no hook sees, such as Fastify's frameworkErrors.
+ * `X-Content-Type-Options: nosniff` on every answer; `Cache-Control: no-store` (RFC 6749, section
+ * 5.1: no cache may keep a token) on the auth paths and on every error answer whatever its path.
+ * Error bodies carry no secret, but a path that reaches no route ("//api/auth/…", "/API/AUTH/…",
+ * "/api/auth%2F…") cannot be told apart from an auth path reliably: refusing to cache every error
+ * leaves no such path out.
  */
-export function applySecurityHeaders(request: FastifyRequest, reply: FastifyReply): void {
+function setSecurityHeaders(request: FastifyRequest, reply: FastifyReply): void {
   reply.header('x-content-type-options', 'nosniff');
-  if (carriesSecrets(request)) reply.header('cache-control', 'no-store');
+  if (reply.statusCode >= 400 || carriesSecrets(request)) reply.header('cache-control', 'no-store');
+}
+
+/**
+ * Sets the security headers on an answer that no hook sees, such as Fastify's frameworkErrors:
+ * those are all errors, so `Cache-Control: no-store` whatever the path (and whatever status is
+ * set after this call), with `X-Content-Type-Options: nosniff`.
+ */
+export function applySecurityHeaders(_request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-content-type-options', 'nosniff');
+  reply.header('cache-control', 'no-store');
 }
 
 /**
  * Adds the security headers to every answer of the app: set when the request arrives, so that
- * even an answer written without the onSend hooks has them, and set again just before sending, so
- * that no handler or plugin can replace no-store. Hooks reach only the plugins registered after
- * them: call this before registering any plugin.
+ * even an answer written without the onSend hooks has them, and set again just before sending,
+ * once the status is known, so that no handler or plugin can replace no-store. Hooks reach only
+ * the plugins registered after them: call this before registering any plugin.
  */
 export function registerSecurityHeaders(app: FastifyInstance): void {
   app.addHook('onRequest', (request, reply, done) => {
-    applySecurityHeaders(request, reply);
+    setSecurityHeaders(request, reply);
     done();
   });
   app.addHook('onSend', (request, reply, payload, done) => {
-    applySecurityHeaders(request, reply);
+    setSecurityHeaders(request, reply);
     done(null, payload);
   });
 }

@@ -92,6 +92,55 @@ t.test('production refuses a JWT_SECRET that is public, a placeholder or guessab
       /fewer than 256/,
     ],
     ['0s and 1s', '0110100111010010110100101101001011010010110100101101001011010011', /fewer than 256/],
+    ['a phrase repeated, then one more character', `${'MyCompanyName2024!'.repeat(4)}x`, /parts of it repeat/],
+    ['base64 of a phrase repeated, then one more character', `${'dXNlcm5hbWU6cGFzc3dvcmQ='.repeat(3)}x`, /repeat/],
+    [
+      'a random value repeated, then one more character',
+      `${randomBytes(24).toString('base64').repeat(2)}x`,
+      /fewer than 256, as parts of it repeat/,
+    ],
+    [
+      'a repeated stem with a counter',
+      'MyKey01MyKey02MyKey03MyKey04MyKey05MyKey06MyKey07MyKey08',
+      /parts of it repeat/,
+    ],
+    ['words run together, capitalised', 'ItWasTheBestOfTimesItWasTheWorstOfTimes', /as it reads as words/],
+    [
+      'a longer phrase run together, capitalised',
+      'ItWasTheBestOfTimesItWasTheWorstOfTimesItWasTheAgeOfWisdomItWasTheAgeOfFoolishness',
+      /fewer than 256, as it reads as words/,
+    ],
+    [
+      'a phrase run together, with a year and a mark',
+      'ThisIsMyVeryLongAndSecureProductionSigningKeyForTheAccountsService2024!',
+      /as it reads as words/,
+    ],
+    ['lower-case words run together', 'productionjwtkeyforaccountsservicedonotshare', /as it reads as words/],
+    [
+      'longer lower-case words run together',
+      'productionjwtsigningkeyforaccountsservicedonotsharewithanyoneatallever',
+      /fewer than 256, as it reads as words/,
+    ],
+    [
+      'lower-case words next to random characters',
+      `${randomBytes(12).toString('hex')}productionjwtsigningkeyforaccountsservicedonotsharewithanyone`,
+      /as it reads as words/,
+    ],
+    [
+      'the base64 alphabet reversed',
+      '/+9876543210zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA',
+      /fewer than 256, as it runs along the alphabet or the keyboard/,
+    ],
+    [
+      'the alphabet reversed, both cases',
+      'zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA',
+      /as it runs along the alphabet or the keyboard/,
+    ],
+    [
+      'the keyboard backwards',
+      'mnbvcxzlkjhgfdsapoiuytrewq0987654321MNBVCXZLKJHGFDSAPOIUYTREWQ',
+      /as it runs along the alphabet or the keyboard/,
+    ],
   ];
   for (const [label, secret, reason] of refused) {
     let message = '';
@@ -118,18 +167,27 @@ t.test('production accepts random keys as openssl prints them', async (t) => {
     ['32 bytes as base64url', () => randomBytes(32).toString('base64url')],
     ['32 bytes as base64 with padding', () => randomBytes(32).toString('base64')],
     ['openssl rand -base64 64 (two lines joined)', () => randomBytes(64).toString('base64')],
+    ['openssl rand -base64 32', () => randomBytes(32).toString('base64')],
+    ['48 bytes as base64url', () => randomBytes(48).toString('base64url')],
+    ['a word, then openssl rand -base64 48', () => `prod-${randomBytes(48).toString('base64')}`],
   ];
+  // Every rule that lowers the estimate of a random key by mistake refuses it: 32 random bytes as
+  // hexadecimal or base64url are only 0 and 2 bits above the bar.
+  const SAMPLES = 2_000;
   for (const [label, make] of accepted) {
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < SAMPLES; i++) {
       const secret = make();
       const config = loadConfig({ ...prod, JWT_SECRET: secret });
       if (config.jwtSecret !== secret) t.fail(`${label}: ${secret} was not kept`);
     }
-    t.pass(`${label}: 200 random values accepted`);
+    t.pass(`${label}: ${SAMPLES} random values accepted`);
   }
-  t.equal(estimateEntropyBits('0123456789abcdef'.repeat(4)), 256, 'hexadecimal counts 4 bits a digit');
+  const hex = '3f9c0b6e21d87a54c4e1f0932ab7d56e8c1f47a09b3de26c5f8a71b40e9d2c63';
+  t.equal(estimateEntropyBits(hex), 256, 'hexadecimal counts 4 bits a digit');
   // 4 distinct characters in 64 suggest an alphabet of 4, credited as 12: log2(12) = 3.58 bits a character.
-  t.equal(Math.round(estimateEntropyBits('Ab9+'.repeat(16))), 229, 'few distinct characters count less');
+  const fourCharacters = 'A9b+9Ab+bA++9bAA9+b9Ab++A9bb9A+9bA+A9b9+bAAb+9+9bAb9A+bA99+Ab+bA';
+  t.equal(Math.round(estimateEntropyBits(fourCharacters)), 229, 'few distinct characters count less');
+  t.ok(estimateEntropyBits('0123456789abcdef'.repeat(4)) < 100, 'a repeated or sequential run counts for little');
   t.equal(Math.round(estimateEntropyBits(randomBytes(48).toString('base64'))), 384, 'base64 counts 6 bits a character');
 });
 

@@ -1,11 +1,30 @@
 // Security headers: Cache-Control: no-store on every answer that may carry a token, a code or a
-// CSRF token (all of /api/auth/ and the verification page), X-Content-Type-Options: nosniff on all.
+// CSRF token (all of /api/auth/ and the verification page) and on every error answer whatever its
+// path (including those written outside Fastify), X-Content-Type-Options: nosniff on all.
+import type { AddressInfo } from 'node:net';
 import fastifyRateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyReply, type LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
 import { applySecurityHeaders, registerSecurityHeaders } from '../src/security-headers.ts';
 import { buildTestApp } from './helpers/app.ts';
 import { buildAuthTestApp, newEmail, PASSWORD, refreshCookies, wrongCode } from './helpers/auth.ts';
+import { type RawOutcome, rawRequest } from './helpers/raw-http.ts';
+
+/**
+ * Paths that read like an auth path to some proxy, cache or eye: most reach no route (404); a
+ * trailing slash reaches the route, and a client that resolves dot segments sends the route's path.
+ */
+const AUTH_PATH_TRICKS = [
+  '//api/auth/sessions/current',
+  '/API/AUTH/SESSIONS/CURRENT',
+  '/Api/Auth/sessions/current',
+  '/api/auth%2Fsessions/current',
+  '/api%2Fauth/sessions/current',
+  '/api/auth;x/sessions/current',
+  '/api/auth/sessions/current;x',
+  '/api/./auth/sessions/current',
+  '/api/auth/sessions/current/',
+];
 
 function assertNoStore(t: Test, res: LightMyRequestResponse, what: string, status?: number) {
   if (status !== undefined) t.equal(res.statusCode, status, `${what}: status ${status}`);
@@ -16,6 +35,18 @@ function assertNoStore(t: Test, res: LightMyRequestResponse, what: string, statu
 function assertNosniff(t: Test, res: LightMyRequestResponse, what: string, status: number) {
   t.equal(res.statusCode, status, `${what}: status ${status}`);
   t.equal(res.headers['x-content-type-options'], 'nosniff', `${what}: X-Content-Type-Options: nosniff`);
+}
+
+/** An answer read off a socket: the status, no-store and nosniff. */
+function assertRawNoStore(t: Test, outcome: RawOutcome, what: string, status?: number) {
+  if (outcome.kind !== 'answer') {
+    t.fail(`${what}: the connection closed without an answer (${outcome.error})`);
+    return;
+  }
+  const { response } = outcome;
+  if (status !== undefined) t.equal(response.status, status, `${what}: status ${status}`);
+  t.equal(response.headers['cache-control'], 'no-store', `${what}: Cache-Control: no-store`);
+  t.equal(response.headers['x-content-type-options'], 'nosniff', `${what}: X-Content-Type-Options: nosniff`);
 }
 
 t.test('the hooks on a bare Fastify: every answer, errors and framework errors included', async (t) => {
@@ -35,6 +66,12 @@ t.test('the hooks on a bare Fastify: every answer, errors and framework errors i
   });
   app.get('/auth/verify-email', async () => 'page');
   app.get('/api/health', async () => ({ ok: true }));
+  app.get('/api/conflict', async (_request, reply) =>
+    reply.code(409).header('cache-control', 'public, max-age=600').send({ error: 'CONFLICT' }),
+  );
+  app.get('/api/fails', async () => {
+    throw new Error('boom');
+  });
   t.teardown(() => app.close());
 
   assertNoStore(t, await app.inject({ method: 'POST', url: '/api/auth/sessions' }), 'an auth answer', 200);
@@ -48,10 +85,20 @@ t.test('the hooks on a bare Fastify: every answer, errors and framework errors i
   const health = await app.inject({ url: '/api/health' });
   assertNosniff(t, health, 'another answer', 200);
   t.equal(health.headers['cache-control'], undefined, 'other answers keep their caching as it is');
-  assertNosniff(t, await app.inject({ url: '/nothing' }), 'a 404', 404);
   assertNosniff(t, await app.inject({ url: '/api/health', method: 'HEAD' }), 'a HEAD', 200);
   assertNoStore(t, await app.inject({ url: '/api/auth/%' }), 'a framework error under /api/auth/', 400);
-  assertNosniff(t, await app.inject({ url: '/api/%' }), 'a framework error', 400);
+
+  // Every error answer, whatever its path: no path trick can leave one out.
+  assertNoStore(t, await app.inject({ url: '/nothing' }), 'a 404 elsewhere', 404);
+  assertNoStore(t, await app.inject({ url: '/api/%' }), 'a framework error elsewhere', 400);
+  assertNoStore(t, await app.inject({ url: '/api/fails' }), 'a failure elsewhere', 500);
+  const conflict = await app.inject({ url: '/api/conflict' });
+  assertNoStore(t, conflict, 'an error whose handler asked for caching', 409);
+  t.notMatch(String(conflict.headers['cache-control']), /public|max-age/);
+  assertNoStore(t, await app.inject({ method: 'DELETE', url: '/api/health' }), 'a wrong method elsewhere', 404);
+  for (const url of AUTH_PATH_TRICKS) {
+    assertNoStore(t, await app.inject({ url: url.replace('sessions/current', 'cached') }), url);
+  }
 });
 
 t.test('every auth operation answers with Cache-Control: no-store, successes and errors', async (t) => {
@@ -132,6 +179,12 @@ t.test('every auth operation answers with Cache-Control: no-store, successes and
   assertNoStore(t, await app.inject({ url: '/api/auth/no-such-thing' }), 'an unknown auth path', 404);
   assertNoStore(t, await app.inject({ method: 'DELETE', url: '/api/auth/refresh' }), 'a wrong method', 405);
   assertNoStore(t, await app.inject({ url: '/api/auth/%' }), 'a path that cannot be decoded', 400);
+  assertNoStore(t, await app.inject({ url: '/api/auth/sessions/current%ff' }), 'a path of bad UTF-8', 400);
+  assertNoStore(t, await app.inject({ url: '/api/auth/sessions/current\xff' }), 'a path with a raw byte 0xff', 404);
+  for (const url of AUTH_PATH_TRICKS) {
+    const res = await app.inject({ url, headers: { authorization: `Bearer ${accessToken}` } });
+    assertNoStore(t, res, `${url} (${res.statusCode})`);
+  }
 
   const page = await app.inject({ url: `/auth/verify-email?token=${mail.token}` });
   assertNoStore(t, page, 'the verification page', 200);
@@ -164,18 +217,18 @@ t.test('a rate-limited auth answer is not cached either', async (t) => {
   assertNoStore(t, await signIn(), 'a rate-limited sign-in', 429);
 });
 
-t.test('every other answer has X-Content-Type-Options: nosniff', async (t) => {
+t.test('every other answer has X-Content-Type-Options: nosniff, and no-store when it is an error', async (t) => {
   const { app } = await buildTestApp(t);
   assertNosniff(t, await app.inject({ url: '/api/health' }), 'health', 200);
-  assertNosniff(t, await app.inject({ url: '/no/such/path' }), 'an unknown path', 404);
-  assertNosniff(t, await app.inject({ method: 'PUT', url: '/api/health' }), 'a wrong method', 405);
-  assertNosniff(
+  assertNoStore(t, await app.inject({ url: '/no/such/path' }), 'an unknown path', 404);
+  assertNoStore(t, await app.inject({ method: 'PUT', url: '/api/health' }), 'a wrong method', 405);
+  assertNoStore(
     t,
     await app.inject({ method: 'POST', url: '/api/ai/embeddings', payload: { model: 'x', input: 'hello' } }),
     'embeddings without a token',
     401,
   );
-  assertNosniff(
+  assertNoStore(
     t,
     await app.inject({
       method: 'POST',
@@ -191,7 +244,7 @@ t.test('every other answer has X-Content-Type-Options: nosniff', async (t) => {
   assertNosniff(t, await app.inject({ url: '/docs/json' }), 'the docs JSON', 200);
   assertNosniff(t, await app.inject({ url: '/docs' }), 'the docs page', 200);
   assertNosniff(t, await app.inject({ url: '/docs/static/index.css' }), 'a file of the docs page', 200);
-  assertNosniff(
+  assertNoStore(
     t,
     await app.inject({
       method: 'POST',
@@ -202,7 +255,7 @@ t.test('every other answer has X-Content-Type-Options: nosniff', async (t) => {
     'an undeclared content type (after the token check)',
     401,
   );
-  assertNosniff(
+  assertNoStore(
     t,
     await app.inject({
       method: 'POST',
@@ -213,6 +266,43 @@ t.test('every other answer has X-Content-Type-Options: nosniff', async (t) => {
     'an undeclared content type',
     415,
   );
-  assertNosniff(t, await app.inject({ url: '/api/%' }), 'a path that cannot be decoded', 400);
+  assertNoStore(t, await app.inject({ url: '/api/%' }), 'a path that cannot be decoded', 400);
+  assertNoStore(t, await app.inject({ url: '/api/health%ff' }), 'a path of bad UTF-8', 400);
   t.equal((await app.inject({ url: '/api/health' })).headers['cache-control'], undefined, 'health is not no-store');
+  t.equal((await app.inject({ url: '/openapi.json' })).headers['cache-control'], undefined, 'nor the contract');
+});
+
+t.test('answers written outside Fastify are not cached either', async (t) => {
+  // A headers timeout short enough to see the 408 within the test (a whole request arrives at once).
+  const { app } = await buildTestApp(t, { env: { HTTP_HEADERS_TIMEOUT_MS: '500', HTTP_REQUEST_TIMEOUT_MS: '500' } });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as AddressInfo;
+  /** A GET of `path` (bytes as given) with `headers` (each line ending in CRLF), read off a new connection. */
+  const request = (path: string | Buffer, headers = 'Host: x\r\n') =>
+    rawRequest(
+      port,
+      Buffer.concat([
+        Buffer.from('GET '),
+        Buffer.from(path),
+        Buffer.from(` HTTP/1.1\r\n${headers}Connection: close\r\n\r\n`),
+      ]),
+      10_000,
+    );
+
+  const big = `Host: x\r\nX-Filler: ${'a'.repeat(20 * 1024)}\r\n`;
+  assertRawNoStore(t, await request('/api/auth/sessions/current', big), 'headers too large for an auth path', 431);
+  assertRawNoStore(t, await request('/api/health', big), 'headers too large elsewhere', 431);
+  const invalid = 'Host: x\r\nNot a header line\r\n';
+  assertRawNoStore(t, await request('/api/auth/sessions/current', invalid), 'not valid HTTP, an auth path', 400);
+  assertRawNoStore(t, await request('/api/health', invalid), 'not valid HTTP elsewhere', 400);
+  const rawByte = Buffer.concat([Buffer.from('/api/auth/sessions/current'), Buffer.from([0xff])]);
+  assertRawNoStore(t, await request(rawByte), 'a raw byte 0xff in an auth path', 400);
+  assertRawNoStore(t, await request('/api/auth/sessions/current', ''), 'an auth path without Host', 400);
+  assertRawNoStore(t, await request('/api/auth/sessions/current%ff'), 'an auth path of bad UTF-8', 400);
+  const unfinished = Buffer.from('GET /api/auth/sessions/current HTTP/1.1\r\nHost: x\r\n');
+  assertRawNoStore(t, await rawRequest(port, unfinished, 10_000), 'headers that never end', 408);
+  for (const path of AUTH_PATH_TRICKS) assertRawNoStore(t, await request(path), `${path} over a socket`);
+  const health = await request('/api/health');
+  t.equal(health.kind === 'answer' && health.response.status, 200, 'health is answered');
+  t.equal(health.kind === 'answer' && health.response.headers['cache-control'], undefined, 'and not no-store');
 });
