@@ -3,15 +3,7 @@
 // an address's emails, and a session refreshing only through its own client type.
 import type { LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
-import {
-  type AuthTestApp,
-  buildAuthTestApp,
-  decodeClaims,
-  newEmail,
-  PASSWORD,
-  pause,
-  QUIET_MS,
-} from './helpers/auth.ts';
+import { type AuthTestApp, buildAuthTestApp, newEmail, PASSWORD, pause, QUIET_MS } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 
 const VICTIM_PASSWORD = PASSWORD;
