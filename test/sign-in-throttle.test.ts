@@ -51,10 +51,17 @@ function redisPrefix(t: Test): string {
   return prefix;
 }
 
-/** `count` attempts one after the other; how many were let through. */
+/** One failed sign-in: the seconds it was told to wait, or undefined when it went ahead (and failed). */
+async function fail(throttle: SignInThrottle, email: string): Promise<number | undefined> {
+  const wait = await throttle.beginAttempt(email);
+  if (wait === undefined) await throttle.recordFailure(email);
+  return wait;
+}
+
+/** `count` failed attempts one after the other; how many were let through. */
 async function attempts(throttle: SignInThrottle, email: string, count: number): Promise<number> {
   let allowed = 0;
-  for (let i = 0; i < count; i++) if ((await throttle.beginAttempt(email)) === undefined) allowed++;
+  for (let i = 0; i < count; i++) if ((await fail(throttle, email)) === undefined) allowed++;
   return allowed;
 }
 
@@ -67,19 +74,19 @@ function scheduleTests(t: Test, make: Make) {
     const throttle = await make(t, time);
     const email = newEmail('schedule');
     t.equal(await attempts(throttle, email, 5), 5, 'failures 1-5 go ahead at once');
-    t.equal(await throttle.beginAttempt(email), undefined, 'attempt 6 too: no delay after 5 failures');
+    t.equal(await fail(throttle, email), undefined, 'attempt 6 too: no delay after 5 failures');
     const seen: number[] = [];
     for (let n = 6; n <= 20; n++) {
       const delay = Math.min(2 ** (n - 6), MAX_DELAY_MS / 1000);
-      const retryAfter = await throttle.beginAttempt(email);
+      const retryAfter = await fail(throttle, email);
       seen.push(retryAfter ?? 0);
-      t.equal(await throttle.beginAttempt(email), retryAfter, `after failure ${n}: a second refusal changes nothing`);
+      t.equal(await fail(throttle, email), retryAfter, `after failure ${n}: a second refusal changes nothing`);
       if (delay > 1) {
         time.advance(delay - 1);
-        t.equal(await throttle.beginAttempt(email), 1, `after failure ${n}: 1 s before the end, Retry-After 1`);
+        t.equal(await fail(throttle, email), 1, `after failure ${n}: 1 s before the end, Retry-After 1`);
       }
       time.advance(1);
-      t.equal(await throttle.beginAttempt(email), undefined, `after failure ${n}: allowed once ${delay} s have passed`);
+      t.equal(await fail(throttle, email), undefined, `after failure ${n}: allowed once ${delay} s have passed`);
     }
     t.same(seen, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 900, 900, 900, 900, 900], 'Retry-After after failures 6-20');
   });
@@ -90,15 +97,15 @@ function scheduleTests(t: Test, make: Make) {
     const email = newEmail('round');
     await attempts(throttle, email, 6);
     time.advance(1);
-    t.equal(await throttle.beginAttempt(email), undefined, 'failure 7');
+    t.equal(await fail(throttle, email), undefined, 'failure 7');
     time.advance(0.3);
-    t.equal(await throttle.beginAttempt(email), 2, '1.7 s left: 2');
+    t.equal(await fail(throttle, email), 2, '1.7 s left: 2');
     time.advance(0.69);
-    t.equal(await throttle.beginAttempt(email), 2, '1.01 s left: 2');
+    t.equal(await fail(throttle, email), 2, '1.01 s left: 2');
     time.advance(0.999);
-    t.equal(await throttle.beginAttempt(email), 1, '11 ms left: 1');
+    t.equal(await fail(throttle, email), 1, '11 ms left: 1');
     time.advance(0.011);
-    t.equal(await throttle.beginAttempt(email), undefined, 'none left: allowed');
+    t.equal(await fail(throttle, email), undefined, 'none left: allowed');
   });
 
   t.test('a success clears the record', async (t) => {
@@ -106,12 +113,12 @@ function scheduleTests(t: Test, make: Make) {
     const throttle = await make(t, time);
     const email = newEmail('success');
     await attempts(throttle, email, 6);
-    t.equal(await throttle.beginAttempt(email), 1, 'after 6 failures: wait 1 s');
+    t.equal(await fail(throttle, email), 1, 'after 6 failures: wait 1 s');
     time.advance(1);
-    t.equal(await throttle.beginAttempt(email), undefined, 'the 7th attempt goes ahead');
+    t.equal(await fail(throttle, email), undefined, 'the 7th attempt goes ahead');
     await throttle.recordSuccess(email);
     t.equal(await attempts(throttle, email, 6), 6, 'after the success: 6 attempts at once again');
-    t.equal(await throttle.beginAttempt(email), 1, 'then the back-off starts from 1 s');
+    t.equal(await fail(throttle, email), 1, 'then the back-off starts from 1 s');
   });
 
   t.test('the address is compared lower-cased; other addresses have their own record', async (t) => {
@@ -119,10 +126,10 @@ function scheduleTests(t: Test, make: Make) {
     const throttle = await make(t, time);
     const email = newEmail('case');
     await attempts(throttle, email.toUpperCase(), 6);
-    t.equal(await throttle.beginAttempt(email), 1, 'failures under the upper-cased address count for it');
-    t.equal(await throttle.beginAttempt(newEmail('other')), undefined, 'another address is not held back');
+    t.equal(await fail(throttle, email), 1, 'failures under the upper-cased address count for it');
+    t.equal(await fail(throttle, newEmail('other')), undefined, 'another address is not held back');
     await throttle.recordSuccess(email.toUpperCase());
-    t.equal(await throttle.beginAttempt(email), undefined, 'a success under either spelling clears it');
+    t.equal(await fail(throttle, email), undefined, 'a success under either spelling clears it');
   });
 
   t.test('records lapse 24 h after the last failure', async (t) => {
@@ -131,22 +138,34 @@ function scheduleTests(t: Test, make: Make) {
     const email = newEmail('expiry');
     await attempts(throttle, email, 6);
     time.advance(RECORD_LIFETIME_MS / 1000 - 1);
-    t.equal(await throttle.beginAttempt(email), undefined, 'a second before the record lapses: failure 7');
-    t.equal(await throttle.beginAttempt(email), 2, 'which still counts: wait 2 s');
+    t.equal(await fail(throttle, email), undefined, 'a second before the record lapses: failure 7');
+    t.equal(await fail(throttle, email), 2, 'which still counts: wait 2 s');
     time.advance(RECORD_LIFETIME_MS / 1000);
     t.equal(await attempts(throttle, email, 6), 6, '24 h after failure 7: 6 attempts at once again');
-    t.equal(await throttle.beginAttempt(email), 1, 'then 1 s');
+    t.equal(await fail(throttle, email), 1, 'then 1 s');
   });
 
-  t.test('concurrent attempts: only as many go ahead as one after the other would', async (t) => {
+  t.test('concurrent attempts: all go ahead until the back-off starts, then one per delay', async (t) => {
     const time = new FakeTime();
     const throttle = await make(t, time);
     const email = newEmail('concurrent');
-    const results = await Promise.all(Array.from({ length: 30 }, () => throttle.beginAttempt(email)));
-    t.equal(results.filter((r) => r === undefined).length, 6, '6 of 30 simultaneous attempts go ahead');
+    // Right passwords at once (several devices, a retrying client) are never held back by each other.
+    const fresh = await Promise.all(Array.from({ length: 30 }, () => throttle.beginAttempt(email)));
     t.ok(
-      results.filter((r) => r !== undefined).every((r) => r === 1),
-      'the others are told to wait 1 s',
+      fresh.every((r) => r === undefined),
+      'no failures yet: 30 simultaneous attempts go ahead',
+    );
+    await attempts(throttle, email, 6);
+    time.advance(1);
+    const backingOff = await Promise.all(Array.from({ length: 30 }, () => throttle.beginAttempt(email)));
+    t.equal(
+      backingOff.filter((r) => r === undefined).length,
+      1,
+      'backing off: 1 of 30 simultaneous attempts goes ahead',
+    );
+    t.ok(
+      backingOff.filter((r) => r !== undefined).every((r) => r === 1),
+      'the others are told to wait a full delay from then',
     );
   });
 }
@@ -190,10 +209,10 @@ t.test('in memory', async (t) => {
       await attempts(throttle, email, 6);
       time.advance(1);
     }
-    t.equal(await throttle.beginAttempt(a), undefined, 'a: its 7th attempt after 1 s (a is now the newest)');
+    t.equal(await fail(throttle, a), undefined, 'a: its 7th attempt after 1 s (a is now the newest)');
     await attempts(throttle, d, 1);
-    t.equal(await throttle.beginAttempt(b), undefined, 'd pushed out b, the oldest: b starts again');
-    t.equal(await throttle.beginAttempt(a), 2, 'a was kept');
+    t.equal(await fail(throttle, b), undefined, 'd pushed out b, the oldest: b starts again');
+    t.equal(await fail(throttle, a), 2, 'a was kept');
   });
 });
 
@@ -209,7 +228,7 @@ async function redisTests(t: Test) {
     const time = new FakeTime();
     const throttle = createSignInThrottle({ redis, redisKeyPrefix: prefix, log: warnLog().log, now: time.now });
     const email = newEmail('key');
-    await throttle.beginAttempt(email.toUpperCase());
+    await fail(throttle, email.toUpperCase());
     const expected = `${prefix}sign-in-failures:${createHash('sha256').update(email).digest('hex')}`;
     t.same(await redis.keys(`${prefix}*`), [expected]);
     const stored = JSON.stringify(await redis.hgetall(expected));
@@ -232,7 +251,7 @@ async function redisTests(t: Test) {
     t.equal(await a.beginAttempt(email), 1, 'A: wait 1 s');
     t.equal(await b.beginAttempt(email), 1, 'B: wait 1 s');
     time.advance(1);
-    t.equal(await b.beginAttempt(email), undefined, 'B: failure 7');
+    t.equal(await fail(b, email), undefined, 'B: failure 7');
     t.equal(await a.beginAttempt(email), 2, 'A: wait 2 s');
     await a.recordSuccess(email);
     t.equal(await attempts(b, email, 6), 6, 'a success on A clears the record for B');

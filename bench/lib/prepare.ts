@@ -4,7 +4,8 @@ import path from 'node:path';
 import { type Kysely, sql } from 'kysely';
 import pg from 'pg';
 import { seedUsers } from '../../scripts/lib/seed.ts';
-import { deriveKeys, hashPassword, hmacHex, sha256Hex } from '../../src/auth/crypto.ts';
+import { codeHmacWith } from '../../src/auth/auth-context.ts';
+import { deriveKeys, hashPassword, sha256Hex } from '../../src/auth/crypto.ts';
 import type { DatabaseConfig } from '../../src/config.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
@@ -63,7 +64,7 @@ async function seededUsers(db: Kysely<Database>): Promise<number> {
 
 async function prepareAccounts(db: Kysely<Database>, count: number): Promise<string[]> {
   await sql`delete from users where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
-  const otpKey = deriveKeys(benchServiceEnv.JWT_SECRET).otp;
+  const codeHmac = codeHmacWith(deriveKeys(benchServiceEnv.JWT_SECRET));
   const emails: string[] = [];
   for (let start = 0; start < count; start += 2000) {
     const ids: string[] = [];
@@ -76,7 +77,7 @@ async function prepareAccounts(db: Kysely<Database>, count: number): Promise<str
       select * from unnest(${ids}::uuid[], ${batch}::text[], ${ids.map(() => 'scrypt$unused')}::text[])`.execute(db);
     await sql`insert into email_verifications (user_id, code_hmac, token_hash, code_expires_at, token_expires_at)
       select id, hmac, th, now() + interval '1 hour', now() + interval '1 hour'
-      from unnest(${ids}::uuid[], ${ids.map((id) => hmacHex(otpKey, `${id}:${VERIFY_CODE}`))}::text[],
+      from unnest(${ids}::uuid[], ${batch.map((email) => codeHmac(email, VERIFY_CODE))}::text[],
                   ${ids.map(() => sha256Hex(randomUUID()))}::text[]) as t(id, hmac, th)`.execute(db);
     emails.push(...batch);
   }

@@ -29,7 +29,10 @@ export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
       if (wait !== undefined) throw signInThrottledError(wait);
       const ok =
         input.currentPassword !== undefined && (await verifyPassword(input.currentPassword, user.password_hash));
-      if (!ok) throw new ApiError(403, 'PASSWORD_INCORRECT', 'The current password is missing or wrong');
+      if (!ok) {
+        await signInThrottle.recordFailure(key);
+        throw new ApiError(403, 'PASSWORD_INCORRECT', 'The current password is missing or wrong');
+      }
       await signInThrottle.recordSuccess(key);
     }
     const hash = await hashPassword(input.newPassword);

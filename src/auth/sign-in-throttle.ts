@@ -49,9 +49,12 @@ export interface SignInThrottle {
   /**
    * Call before checking the password. Returns the whole seconds (at least 1) to wait when the
    * address must not try yet (answer 429 with Retry-After, do not check the password); otherwise
-   * undefined, and the attempt is counted as a failure until recordSuccess.
+   * undefined. Once the address is backing off, an attempt that goes ahead takes the slot: others
+   * wait a full delay from then, so attempts made at once cannot share one slot.
    */
   beginAttempt(email: string): Promise<number | undefined>;
+  /** The password was wrong: one more failure, and the delay starts again from now. */
+  recordFailure(email: string): Promise<void>;
   /** The password was right: clears the address's failures. */
   recordSuccess(email: string): Promise<void>;
 }
@@ -72,8 +75,8 @@ interface FailureRecord {
 }
 
 // KEYS[1]: the address's record. ARGV: now (ms), free failures, base delay (ms), max delay (ms),
-// record lifetime (ms). Returns the ms still to wait, or 0 when the attempt was counted.
-// Mirrors MemoryRecords.begin below.
+// record lifetime (ms). Returns the ms still to wait, or 0 when the attempt may go ahead (taking
+// the slot when the address is backing off). Mirrors MemoryRecords.begin below.
 const BEGIN_ATTEMPT_SCRIPT = `
 local now = tonumber(ARGV[1])
 local free = tonumber(ARGV[2])
@@ -81,15 +84,27 @@ local lifetime = tonumber(ARGV[5])
 local record = redis.call('HMGET', KEYS[1], 'failures', 'last')
 local failures = tonumber(record[1]) or 0
 local last = tonumber(record[2]) or 0
-if now - last >= lifetime then failures = 0 end
+if now - last >= lifetime then return 0 end
 if failures > free then
   local delay = math.min(tonumber(ARGV[3]) * 2 ^ (failures - free - 1), tonumber(ARGV[4]))
   local wait = math.min(last + delay - now, delay)
   if wait > 0 then return math.ceil(wait) end
+  redis.call('HSET', KEYS[1], 'last', ARGV[1])
 end
+return 0
+`;
+
+// KEYS[1]: the address's record. ARGV: now (ms), record lifetime (ms). One more failure, from now.
+// Mirrors MemoryRecords.fail below.
+const RECORD_FAILURE_SCRIPT = `
+local now = tonumber(ARGV[1])
+local lifetime = tonumber(ARGV[2])
+local record = redis.call('HMGET', KEYS[1], 'failures', 'last')
+local failures = tonumber(record[1]) or 0
+if now - (tonumber(record[2]) or 0) >= lifetime then failures = 0 end
 redis.call('HSET', KEYS[1], 'failures', failures + 1, 'last', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], lifetime)
-return 0
+return failures + 1
 `;
 
 /** Records in process memory, in order of last failure, so the oldest are dropped or swept first. */
@@ -97,25 +112,34 @@ class MemoryRecords {
   readonly #records = new Map<string, FailureRecord>();
   constructor(readonly maxRecords: number) {}
 
-  /** The ms still to wait, or 0 when the attempt was counted. */
+  /** The ms still to wait, or 0 when the attempt may go ahead (taking the slot when backing off). */
   begin(key: string, now: number): number {
     this.#sweep(now);
     const record = this.#records.get(key);
+    if (record === undefined || now - record.lastAt >= RECORD_LIFETIME_MS) return 0;
+    const delay = delayAfter(record.failures);
+    if (delay === 0) return 0;
+    // Capped at the delay itself, in case the clock went back.
+    const wait = Math.min(record.lastAt + delay - now, delay);
+    if (wait > 0) return wait;
+    this.#put(key, { failures: record.failures, lastAt: now });
+    return 0;
+  }
+
+  /** One more failure, from now. */
+  fail(key: string, now: number): void {
+    const record = this.#records.get(key);
     const live = record !== undefined && now - record.lastAt < RECORD_LIFETIME_MS;
-    const failures = live ? record.failures : 0;
-    if (live) {
-      const delay = delayAfter(failures);
-      // Capped at the delay itself, in case the clock went back.
-      const wait = Math.min(record.lastAt + delay - now, delay);
-      if (wait > 0) return wait;
-    }
+    this.#put(key, { failures: (live ? record.failures : 0) + 1, lastAt: now });
+  }
+
+  #put(key: string, record: FailureRecord): void {
     this.#records.delete(key);
-    this.#records.set(key, { failures: failures + 1, lastAt: now });
+    this.#records.set(key, record);
     if (this.#records.size > this.maxRecords) {
       const oldest = this.#records.keys().next().value as string;
       this.#records.delete(oldest);
     }
-    return 0;
   }
 
   clear(key: string): void {
@@ -176,6 +200,20 @@ export function createSignInThrottle(options: SignInThrottleOptions): SignInThro
         }
       }
       return toSeconds(memory.begin(key, at));
+    },
+
+    async recordFailure(email) {
+      const key = keyOf(email);
+      const at = Math.floor(now());
+      if (redis !== undefined) {
+        try {
+          await withTimeout(redis.eval(RECORD_FAILURE_SCRIPT, 1, redisKey(key), at, RECORD_LIFETIME_MS), timeoutMs);
+          return;
+        } catch (err) {
+          onRedisFailure(err);
+        }
+      }
+      memory.fail(key, at);
     },
 
     async recordSuccess(email) {

@@ -11,8 +11,7 @@ export function createSignIn(deps: AuthDeps, sessions: SessionIssuer) {
 
   return async function signIn(input: { email: string; password: string }, client: ClientInfo): Promise<IssuedSession> {
     const email = input.email.toLowerCase();
-    // Known and unknown addresses alike, before the password is looked at; the attempt counts as a
-    // failure until the password proves right.
+    // Known and unknown addresses alike, before the password is looked at.
     const wait = await signInThrottle.beginAttempt(email);
     if (wait !== undefined) throw signInThrottledError(wait);
     const user = await users.findUserByEmail(db, email);
@@ -21,7 +20,10 @@ export function createSignIn(deps: AuthDeps, sessions: SessionIssuer) {
     // not verified yet" from a wrong one would tell whoever signed up that the address had no
     // account before.)
     const ok = await verifyPassword(input.password, user?.password_hash ?? (await dummyPasswordHash));
-    if (!user?.password_hash || !ok) throw invalidCredentials();
+    if (!user?.password_hash || !ok) {
+      await signInThrottle.recordFailure(email);
+      throw invalidCredentials();
+    }
     await signInThrottle.recordSuccess(email);
     if (config.requireEmailVerification && !user.email_verified) {
       // Only an account made while verification was not required has a password before it.
