@@ -64,6 +64,10 @@ async function seededUsers(db: Kysely<Database>): Promise<number> {
 
 async function prepareAccounts(db: Kysely<Database>, count: number): Promise<string[]> {
   await sql`delete from users where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
+  // Their per-address email and code-attempt records from earlier runs would carry over (an
+  // address used for wrong codes last time may have used up its attempts for the day).
+  await sql`delete from email_send_log where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
+  await sql`delete from email_send_requesters where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
   const codeHmac = codeHmacWith(deriveKeys(benchServiceEnv.JWT_SECRET));
   const emails: string[] = [];
   for (let start = 0; start < count; start += 2000) {
