@@ -104,13 +104,14 @@ t.test(
     t.equal(s.smtp.to(email).length, 1, 'no second email inside the cooldown');
     // The only email the victim has is the attacker's: using it proves the mailbox and nothing more.
     const token = await verifyWithMail(s, email, 1);
-    await assertOnlyTheOwnerGetsIn(t, s, email, token);
     const row = await s.database.handle.db
       .selectFrom('email_verifications')
       .innerJoin('users', 'users.id', 'email_verifications.user_id')
       .select(['contested', 'pending_password_hash'])
       .where('users.email', '=', email)
-      .executeTakeFirstOrThrow();
+      .executeTakeFirst()
+      .catch((err: Error) => err.message);
+    await assertOnlyTheOwnerGetsIn(t, s, email, token);
     t.same(row, { contested: true, pending_password_hash: null }, 'the second sign-up was recorded');
   },
 );
@@ -284,4 +285,40 @@ t.test('failed sign-ins by others do not stop the signed-in owner from changing 
     429,
     'RATE_LIMITED',
   );
+});
+
+t.test('a code sent before the owner chose a password cannot take the password away', async (t) => {
+  const s = await setup(t);
+  const email = newEmail('stale-code');
+  expectStatus(await s.signUpAs(email, VICTIM_PASSWORD, VICTIM_IP), 202, 'victim sign-up');
+  await s.firstMail(email);
+  s.clock.advance(5);
+  expectStatus(await s.signUpAs(email, ATTACKER_PASSWORD, ATTACKER_IP), 202, 'attacker sign-up in the cooldown');
+  const token = await verifyWithMail(s, email, 1);
+  s.clock.advance(61);
+  expectStatus(await s.resend(email, VICTIM_IP), 202, 'a sign-in code for the account without a password');
+  const older = await s.nthMail(email, 2);
+  expectStatus(await s.changePassword(token, { newPassword: OWNER_NEW_PASSWORD }), 204, 'the owner sets a password');
+  assertErrorBody(t, await s.verify({ email, otp: older.code }), 400, 'INVALID_OTP');
+  t.equal((await s.signIn(email, OWNER_NEW_PASSWORD)).statusCode, 200, 'the password is still set');
+});
+
+t.test('two password changes at once: one wins, the other changes nothing', async (t) => {
+  const s = await setup(t);
+  const email = newEmail('two-changes');
+  expectStatus(await s.signUpAs(email, VICTIM_PASSWORD, VICTIM_IP), 202, 'sign-up');
+  const owner = await verifyWithMail(s, email, 1);
+  const other = (JSON.parse((await s.signIn(email, VICTIM_PASSWORD)).body) as { accessToken: string }).accessToken;
+  const [a, b] = await Promise.all([
+    s.changePassword(owner, { currentPassword: VICTIM_PASSWORD, newPassword: OWNER_NEW_PASSWORD }),
+    s.changePassword(other, { currentPassword: VICTIM_PASSWORD, newPassword: ATTACKER_PASSWORD }),
+  ]);
+  const statuses = [a.statusCode, b.statusCode];
+  t.equal(statuses.filter((status) => status === 204).length, 1, `exactly one change went through (${statuses})`);
+  const winner = a.statusCode === 204 ? OWNER_NEW_PASSWORD : ATTACKER_PASSWORD;
+  const loser = a.statusCode === 204 ? ATTACKER_PASSWORD : OWNER_NEW_PASSWORD;
+  const refused = a.statusCode === 204 ? b : a;
+  t.ok([401, 403].includes(refused.statusCode), `the other was refused (${refused.statusCode} ${refused.body})`);
+  t.equal((await s.signIn(email, winner)).statusCode, 200, "the winner's password is the account's");
+  assertErrorBody(t, await s.signIn(email, loser), 401, 'INVALID_CREDENTIALS');
 });

@@ -14,7 +14,6 @@ import { buildApp } from '../src/app.ts';
 import { hashPassword } from '../src/auth/crypto.ts';
 import { loadConfig } from '../src/config.ts';
 import { revokeUserSessions } from '../src/db/repositories/sessions.ts';
-import { setPassword } from '../src/db/repositories/users.ts';
 import { newEmail, PASSWORD } from './helpers/auth.ts';
 import { createTestDatabase } from './helpers/database.ts';
 
@@ -74,7 +73,7 @@ t.test('a sign-in that read the old password opens no session once the password 
   let changed: Promise<string[]> | undefined;
   hook.onRead = () => {
     changed = db.transaction().execute(async (trx) => {
-      await setPassword(trx, userId, newHash);
+      await trx.updateTable('users').set({ password_hash: newHash }).where('id', '=', userId).execute();
       return revokeUserSessions(trx, userId, new Date());
     });
   };

@@ -1,10 +1,13 @@
 import * as sessions from '../db/repositories/sessions.ts';
 import * as users from '../db/repositories/users.ts';
+import * as verifications from '../db/repositories/verifications.ts';
 import { ApiError } from '../errors.ts';
 import type { AuthDeps } from './auth-context.ts';
 import { hashPassword, verifyPassword } from './crypto.ts';
 import type { SessionIssuer } from './session-issuer.ts';
 import { signInThrottledError } from './sign-in-throttle.ts';
+
+const sessionEnded = () => new ApiError(401, 'SESSION_REVOKED', 'This session has ended; sign in again');
 
 /** Changing (or first setting) the password of the signed-in account. */
 export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
@@ -37,7 +40,14 @@ export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
     }
     const hash = await hashPassword(input.newPassword);
     const ended = await db.transaction().execute(async (trx) => {
-      await users.setPassword(trx, user.id, hash);
+      // Two changes at once: the first to commit ends the other's session, and the other must then
+      // change nothing (else whoever lost the race would silently undo the winner's password).
+      if (!(await sessions.lockLiveSession(trx, caller.sessionId))) throw sessionEnded();
+      if (!(await users.replacePassword(trx, user.id, user.password_hash, hash))) {
+        throw new ApiError(403, 'PASSWORD_INCORRECT', 'The password changed meanwhile; sign in again');
+      }
+      // Codes and links sent before (to an account without a password) must not undo this one.
+      await verifications.deleteVerifications(trx, user.id);
       return sessions.revokeUserSessions(trx, user.id, clock.now(), caller.sessionId);
     });
     issuer.revoked(ended);

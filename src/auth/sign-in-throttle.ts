@@ -12,10 +12,11 @@ import { sha256Hex } from './crypto.ts';
  * RECORD_LIFETIME_MS after its last failure. Keyed by the lower-cased address whether or not an
  * account has it, so the throttle says nothing about which addresses exist.
  *
- * Every attempt that goes ahead is counted as a failure when it starts, in one atomic step with
- * the check, and recordSuccess takes it back. Checking first and counting after the password
- * check would let concurrent requests (from as many addresses as an attacker has) all pass the
- * check before any of them is counted; this way at most one attempt per delay gets through.
+ * Failures are counted after the password check (recordFailure), so right passwords sent at once
+ * (several devices) never hold each other back. Once the address is backing off, the attempt
+ * that goes ahead takes the slot in the same atomic step as the check: attempts sent at once then
+ * cannot share it, and at most one per delay gets through. Below the threshold, guesses sent at
+ * once all go ahead before any is counted; the per-IP rate limits bound such a burst.
  */
 export const FREE_FAILURES = 5;
 export const BASE_DELAY_MS = 1_000;

@@ -146,6 +146,18 @@ async function revokeWhere(
   return result.rows.map((r) => r.id);
 }
 
+/** Locks a session that is not revoked (FOR UPDATE, until the transaction ends); false when it is. */
+export async function lockLiveSession(db: Executor, sessionId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('sessions')
+    .select('id')
+    .where('id', '=', sessionId)
+    .where('revoked_at', 'is', null)
+    .forUpdate()
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
 /** The sessions revoked after `since` (their ids and when), oldest first. */
 export async function listRevokedSince(db: Executor, since: Date): Promise<{ id: string; revoked_at: Date | null }[]> {
   return db

@@ -96,9 +96,20 @@ export async function ensureEmailProvider(db: Executor, email: string): Promise<
     .execute();
 }
 
-/** Sets (or replaces) an account's password. */
-export async function setPassword(db: Executor, userId: string, passwordHash: string): Promise<void> {
-  await db.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', userId).execute();
+/** Replaces the password only if it is still `expected` (null: none); false when it changed meanwhile. */
+export async function replacePassword(
+  db: Executor,
+  userId: string,
+  expected: string | null,
+  passwordHash: string,
+): Promise<boolean> {
+  const result = await db
+    .updateTable('users')
+    .set({ password_hash: passwordHash })
+    .where('id', '=', userId)
+    .where((eb) => (expected === null ? eb('password_hash', 'is', null) : eb('password_hash', '=', expected)))
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
 }
 
 /** Creates the administrator or brings an existing account to admin, verified, with this password hash. */
