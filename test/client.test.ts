@@ -26,7 +26,7 @@ t.test('the typed client drives every operation over real HTTP', async (t) => {
   const admin = { email: 'sdk-admin@example.com', password: 'sdk-admin-password' };
   const { app, firstMail } = await buildAuthTestApp(t, {
     label: 'client',
-    env: { ADMIN_EMAIL: admin.email, ADMIN_PASSWORD: admin.password, ACCESS_TOKEN_TTL_SECONDS: '1' },
+    env: { ADMIN_EMAIL: admin.email, ADMIN_PASSWORD: admin.password, ACCESS_TOKEN_TTL_SECONDS: '2' },
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const baseUrl = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
@@ -73,10 +73,11 @@ t.test('the typed client drives every operation over real HTTP', async (t) => {
       if (clientType === 'web') t.ok(api.tokens().csrfToken, 'the web session keeps a CSRF token');
       else t.not(api.tokens().refreshToken, before.refreshToken, 'the refresh token is rotated');
 
-      // The access token lives one second here: the next call meets 401 TOKEN_EXPIRED, and the
-      // client refreshes once and repeats it.
+      // The access token lives two seconds here: the next call meets 401 TOKEN_EXPIRED, and the
+      // client refreshes once and repeats it. (A token's expiry is a whole second: with one second
+      // the refreshed token could expire before the repeated call arrived on a busy machine.)
       const expired = api.tokens().accessToken;
-      await pause(2_100);
+      await pause(3_100);
       const permissions = await api.GET('/api/realtime/permissions');
       t.equal(permissions.response.status, 200, 'getRealtimePermissions after a transparent refresh');
       t.ok(permissions.data?.subscribe.policies.length);
