@@ -92,14 +92,7 @@ export function createSessionIssuer(deps: AuthDeps) {
     revoked(await sessions.revokeSession(db, sessionId, clock.now()));
   }
 
-  /** Ends every session of a user (but `exceptSessionId`) everywhere; returns how many ended. */
-  async function endUserSessions(userId: string, exceptSessionId?: string): Promise<number> {
-    const ids = await sessions.revokeUserSessions(db, userId, clock.now(), exceptSessionId);
-    revoked(ids);
-    return ids.length;
-  }
-
-  return { issued, start, startAfterPasswordCheck, csrfFor, revoked, endSession, endUserSessions };
+  return { issued, start, startAfterPasswordCheck, csrfFor, revoked, endSession };
 }
 
 export type SessionIssuer = ReturnType<typeof createSessionIssuer>;
