@@ -14,14 +14,16 @@ export interface ErrorBody {
 /** The one error type that handlers and services throw; its code is one of the spec's ErrorCode values. */
 export class ApiError extends Error {
   override name = 'ApiError';
-  constructor(
-    readonly statusCode: number,
-    readonly code: ErrorCode,
-    message: string,
-    /** Extra response headers, such as Retry-After. */
-    readonly headers: Readonly<Record<string, string>> = {},
-  ) {
+  readonly statusCode: number;
+  readonly code: ErrorCode;
+  /** Extra response headers, such as Retry-After. */
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(statusCode: number, code: ErrorCode, message: string, headers: Readonly<Record<string, string>> = {}) {
     super(message);
+    this.statusCode = statusCode;
+    this.code = code;
+    this.headers = headers;
   }
 }
 

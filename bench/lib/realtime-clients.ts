@@ -37,7 +37,10 @@ class SubscriberProcess {
   connected = 0;
   readonly exited: Promise<void>;
 
-  constructor(readonly index: number) {
+  readonly index: number;
+
+  constructor(index: number) {
+    this.index = index;
     this.child = fork(WORKER, [], {
       execArgv: ['--import', 'tsx', '--max-old-space-size=2048'],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -211,12 +214,16 @@ export class Publisher {
   #closing = false;
   #drained: (() => void) | undefined;
 
-  constructor(
-    readonly id: number,
-    readonly instance: number,
-    readonly url: string,
-    readonly token: string,
-  ) {
+  readonly id: number;
+  readonly instance: number;
+  readonly url: string;
+  readonly token: string;
+
+  constructor(id: number, instance: number, url: string, token: string) {
+    this.id = id;
+    this.instance = instance;
+    this.url = url;
+    this.token = token;
     this.figures = {
       id,
       instance,

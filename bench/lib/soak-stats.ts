@@ -86,10 +86,12 @@ export class SoakRecorder {
   readonly unexpectedBodies: Record<string, string> = {};
   readonly windowCount: number;
 
-  constructor(
-    readonly windowSeconds: number,
-    readonly durationSeconds: number,
-  ) {
+  readonly windowSeconds: number;
+  readonly durationSeconds: number;
+
+  constructor(windowSeconds: number, durationSeconds: number) {
+    this.windowSeconds = windowSeconds;
+    this.durationSeconds = durationSeconds;
     this.windowCount = Math.ceil(durationSeconds / windowSeconds);
     for (let i = 0; i < this.windowCount; i++) {
       this.windows.push({ requests: 0, errors: 0, latencies: new Latencies(), kinds: new Map() });

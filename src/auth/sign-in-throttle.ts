@@ -111,7 +111,10 @@ return failures + 1
 /** Records in process memory, in order of last failure, so the oldest are dropped or swept first. */
 class MemoryRecords {
   readonly #records = new Map<string, FailureRecord>();
-  constructor(readonly maxRecords: number) {}
+  readonly maxRecords: number;
+  constructor(maxRecords: number) {
+    this.maxRecords = maxRecords;
+  }
 
   /** The ms still to wait, or 0 when the attempt may go ahead (taking the slot when backing off). */
   begin(key: string, now: number): number {

@@ -7,10 +7,13 @@
 export class VerifiedTokenCache<Claims extends { exp?: number }> {
   readonly #entries = new Map<string, { claims: Readonly<Claims>; expiresAt: number }>();
 
-  constructor(
-    private readonly maxEntries = 10_000,
-    private readonly maxAgeMs = 10 * 60_000,
-  ) {}
+  readonly #maxEntries: number;
+  readonly #maxAgeMs: number;
+
+  constructor(maxEntries = 10_000, maxAgeMs = 10 * 60_000) {
+    this.#maxEntries = maxEntries;
+    this.#maxAgeMs = maxAgeMs;
+  }
 
   get(token: string, now: number): Readonly<Claims> | undefined {
     const entry = this.#entries.get(token);
@@ -24,9 +27,9 @@ export class VerifiedTokenCache<Claims extends { exp?: number }> {
 
   set(token: string, claims: Claims, now: number): void {
     if (claims.exp === undefined) return;
-    const expiresAt = Math.min(claims.exp * 1000, now + this.maxAgeMs);
+    const expiresAt = Math.min(claims.exp * 1000, now + this.#maxAgeMs);
     if (expiresAt <= now) return;
-    if (this.#entries.size >= this.maxEntries) {
+    if (this.#entries.size >= this.#maxEntries) {
       const oldest = this.#entries.keys().next().value;
       if (oldest !== undefined) this.#entries.delete(oldest);
     }

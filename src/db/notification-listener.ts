@@ -34,7 +34,10 @@ export class NotificationListener {
   #reconnectTimer: NodeJS.Timeout | undefined;
   #retryDelayMs = FIRST_RETRY_DELAY_MS;
 
-  constructor(private readonly options: NotificationListenerOptions) {
+  readonly #options: NotificationListenerOptions;
+
+  constructor(options: NotificationListenerOptions) {
+    this.#options = options;
     for (const channel of options.channels) {
       if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`not a plain channel name: ${channel}`);
     }
@@ -51,7 +54,7 @@ export class NotificationListener {
   }
 
   async #connect(): Promise<void> {
-    const { url, channels, onNotification, onConnected, log, name } = this.options;
+    const { url, channels, onNotification, onConnected, log, name } = this.#options;
     const client = new pg.Client({
       connectionString: url,
       connectionTimeoutMillis: 5_000,
@@ -94,7 +97,10 @@ export class NotificationListener {
     const delay = this.#retryDelayMs;
     this.#retryDelayMs = Math.min(delay * 2, MAX_RETRY_DELAY_MS);
     if (delay === FIRST_RETRY_DELAY_MS) {
-      this.options.log.warn({ err: err ? { message: err.message } : undefined }, `${this.options.name} lost; retrying`);
+      this.#options.log.warn(
+        { err: err ? { message: err.message } : undefined },
+        `${this.#options.name} lost; retrying`,
+      );
     }
     this.#reconnectTimer = setTimeout(() => {
       if (!this.#closed) void this.#connect();

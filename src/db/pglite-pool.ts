@@ -14,7 +14,10 @@ export class PGlitePool implements PostgresPool {
   #tail: Promise<void> = Promise.resolve();
   #ended = false;
 
-  constructor(private readonly pglite: PGlite) {
+  readonly #pglite: PGlite;
+
+  constructor(pglite: PGlite) {
+    this.#pglite = pglite;
     this.#client = {
       query: ((sql: string, parameters: ReadonlyArray<unknown>) =>
         runQuery(pglite, sql, parameters)) as PostgresPoolClient['query'],
@@ -48,7 +51,7 @@ export class PGlitePool implements PostgresPool {
     if (this.#ended) return;
     this.#ended = true;
     await this.#tail;
-    await this.pglite.close();
+    await this.#pglite.close();
   }
 }
 

@@ -26,10 +26,12 @@ export class UsageRecorder {
   #flushing: Promise<void> | undefined;
   readonly #timer: NodeJS.Timeout;
 
-  constructor(
-    private readonly db: Kysely<Database>,
-    private readonly log: FastifyBaseLogger,
-  ) {
+  readonly #db: Kysely<Database>;
+  readonly #log: FastifyBaseLogger;
+
+  constructor(db: Kysely<Database>, log: FastifyBaseLogger) {
+    this.#db = db;
+    this.#log = log;
     this.#timer = setInterval(() => void this.flush(), FLUSH_EVERY_MS);
     this.#timer.unref();
   }
@@ -38,7 +40,7 @@ export class UsageRecorder {
     this.#pending.push(row);
     if (this.#pending.length > MAX_PENDING) {
       const dropped = this.#pending.splice(0, this.#pending.length - MAX_PENDING);
-      this.log.error({ dropped: dropped.length }, 'embedding usage rows dropped: the database refuses them');
+      this.#log.error({ dropped: dropped.length }, 'embedding usage rows dropped: the database refuses them');
     }
     if (this.#pending.length >= FLUSH_AT_ROWS && this.#flushing === undefined) void this.flush();
   }
@@ -57,18 +59,18 @@ export class UsageRecorder {
       // 1,000 rows of 6 values each stay far below PostgreSQL's 65,535 parameters per statement.
       const batch = this.#pending.splice(0, 1_000);
       try {
-        await this.db.insertInto('embedding_usage').values(batch).execute();
+        await this.#db.insertInto('embedding_usage').values(batch).execute();
       } catch (err) {
         // Data errors (class 22) and constraint violations (23) would fail forever: drop the batch.
         if (/^2[23]/.test(String((err as { code?: string }).code))) {
-          this.log.error(
+          this.#log.error(
             { err: { message: (err as Error).message }, rows: batch.length },
             'embedding usage rows refused',
           );
           continue;
         }
         this.#pending = batch.concat(this.#pending);
-        this.log.warn(
+        this.#log.warn(
           { err: { message: (err as Error).message }, rows: this.#pending.length },
           'embedding usage not written yet',
         );

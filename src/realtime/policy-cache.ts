@@ -32,20 +32,24 @@ export class PolicyCache {
   /** Whether the database has the event trigger that announces policy changes. */
   #notifying = false;
 
-  constructor(
-    private readonly db: Executor,
-    private readonly database: DatabaseConfig,
-    private readonly log: FastifyBaseLogger,
-  ) {}
+  readonly #db: Executor;
+  readonly #database: DatabaseConfig;
+  readonly #log: FastifyBaseLogger;
+
+  constructor(db: Executor, database: DatabaseConfig, log: FastifyBaseLogger) {
+    this.#db = db;
+    this.#database = database;
+    this.#log = log;
+  }
 
   /** Starts listening for changes (PostgreSQL only); resolves once the first attempt is settled. */
   async start(): Promise<void> {
-    if (this.database.kind !== 'postgres' || this.#listener !== undefined) return;
+    if (this.#database.kind !== 'postgres' || this.#listener !== undefined) return;
     this.#listener = new NotificationListener({
-      url: this.database.url,
+      url: this.#database.url,
       channels: [POLICY_CHANNEL],
       name: 'realtime policy listener',
-      log: this.log,
+      log: this.#log,
       onNotification: () => this.invalidate(),
       onConnected: async (client) => {
         const trigger = await client.query(
@@ -82,7 +86,7 @@ export class PolicyCache {
 
   async #load(): Promise<RealtimePermissions> {
     const generation = this.#generation;
-    const rows = await listRealtimePolicies(this.db);
+    const rows = await listRealtimePolicies(this.#db);
     const value: RealtimePermissions = {
       subscribe: { policies: rows.filter((r) => r.tableName === 'channels') },
       publish: { policies: rows.filter((r) => r.tableName === 'messages') },

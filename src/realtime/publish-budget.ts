@@ -6,10 +6,10 @@ export class PublishBudget {
   #tokens: number;
   #updatedAt: number;
 
-  constructor(
-    private readonly perSecond: number,
-    now: number,
-  ) {
+  readonly #perSecond: number;
+
+  constructor(perSecond: number, now: number) {
+    this.#perSecond = perSecond;
     this.#tokens = perSecond;
     this.#updatedAt = now;
   }
@@ -17,7 +17,7 @@ export class PublishBudget {
   /** Takes one publish from the budget; false when it is spent. */
   take(now: number): boolean {
     const elapsed = Math.max(now - this.#updatedAt, 0);
-    this.#tokens = Math.min(this.perSecond, this.#tokens + (elapsed * this.perSecond) / 1000);
+    this.#tokens = Math.min(this.#perSecond, this.#tokens + (elapsed * this.#perSecond) / 1000);
     this.#updatedAt = now;
     if (this.#tokens < 1) return false;
     this.#tokens -= 1;

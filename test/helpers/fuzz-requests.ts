@@ -25,7 +25,10 @@ import {
 
 /** A value taken from the app's state when the request is sent (a real address, token, code...). */
 export class Fixture {
-  constructor(readonly kind: FixtureKind) {}
+  readonly kind: FixtureKind;
+  constructor(kind: FixtureKind) {
+    this.kind = kind;
+  }
   [fc.toStringMethod]() {
     return `fixture(${this.kind})`;
   }

@@ -45,10 +45,10 @@ export function urlOf(app: FastifyInstance): string {
 export class RealtimeClients {
   readonly sockets: CheckedSocket[] = [];
 
-  constructor(
-    t: Teardown,
-    readonly url: string,
-  ) {
+  readonly url: string;
+
+  constructor(t: Teardown, url: string) {
+    this.url = url;
     t.teardown(() => this.closeAll());
   }
 
