@@ -1185,7 +1185,7 @@ export interface operations {
                      * @example {
                      *       "status": "ok",
                      *       "database": "up",
-                     *       "version": "0.1.0",
+                     *       "version": "0.6.0",
                      *       "uptimeSeconds": 3612.4
                      *     }
                      */

@@ -1,4 +1,5 @@
-import { type Kysely, type Migration, type MigrationResult, Migrator } from 'kysely';
+import type { Kysely } from 'kysely';
+import { type Migration, type MigrationResult, Migrator } from 'kysely/migration';
 import * as m0001 from './migrations/0001_app_settings.ts';
 import * as m0002 from './migrations/0002_accounts_and_sessions.ts';
 import * as m0003 from './migrations/0003_user_directory.ts';

@@ -13,8 +13,9 @@ export class PGlitePool implements PostgresPool {
   readonly #client: PostgresPoolClient;
   #tail: Promise<void> = Promise.resolve();
   #ended = false;
-
   readonly #pglite: PGlite;
+  /** pg.Pool's options, which Kysely reads to open a side connection that cancels a query; PGlite has none. */
+  readonly options = {};
 
   constructor(pglite: PGlite) {
     this.#pglite = pglite;
