@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 
 // The project's root: the nearest directory above this module that holds package.json. The same
-// whether the module runs from src/ (tsx) or from the build under dist/src/.
+// whether the module runs from src/ (Node's type stripping) or from the build under dist/src/.
 let root = import.meta.dirname;
 while (!existsSync(path.join(root, 'package.json'))) {
   const parent = path.dirname(root);

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -72,4 +73,36 @@ t.test('bad configuration stops the process with one line naming the variable', 
     t.match(out, message);
     t.equal(out.split('\n').length, 1, 'exactly one line');
   }
+});
+
+t.test('a port already in use stops the start with one line: what, where, what to do', async (t) => {
+  const holder = net.createServer();
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise((resolve) => holder.close(resolve)));
+  const { port } = holder.address() as net.AddressInfo;
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-data-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const run = startService({ DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1' });
+  t.equal(await run.exited, 1);
+  const out = run.output().trim();
+  t.equal(
+    out,
+    `Cannot start: port ${port} on 127.0.0.1 is already in use: stop the process that holds it, or set PORT to a free port`,
+  );
+  t.notOk(existsSync(`${dataDir}.lock`), 'the data directory is released');
+});
+
+t.test('an unreachable database stops the start with one line, without the password', async (t) => {
+  const closedPort = await freePort();
+  const run = startService({
+    PORT: String(await freePort()),
+    DATABASE_URL: `postgres://app:s3cret-pass@127.0.0.1:${closedPort}/service`,
+  });
+  t.equal(await run.exited, 1);
+  const out = run.output().trim();
+  t.equal(
+    out,
+    `Cannot start: the database at postgres://app@127.0.0.1:${closedPort}/service is unreachable (connection refused): start PostgreSQL there or fix DATABASE_URL`,
+  );
+  t.notMatch(out, /s3cret/);
 });

@@ -42,7 +42,7 @@ class SubscriberProcess {
   constructor(index: number) {
     this.index = index;
     this.child = fork(WORKER, [], {
-      execArgv: ['--import', 'tsx', '--max-old-space-size=2048'],
+      execArgv: ['--max-old-space-size=2048'],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' },
     });

@@ -37,10 +37,10 @@ export const BUILT_SERVER = 'dist/src/server.js';
 
 /**
  * Starts `src/server.ts` (or another script) as a child process with the given environment on top
- * of a minimal one. TypeScript runs through tsx; a .js file (such as BUILT_SERVER) runs as it is.
+ * of a minimal one. Node runs TypeScript directly (type stripping), as `npm start` does.
  */
 export function startService(env: Record<string, string>, script = 'src/server.ts'): RunningService {
-  const child = spawn(process.execPath, script.endsWith('.js') ? [script] : ['--import', 'tsx', script], {
+  const child = spawn(process.execPath, [script], {
     cwd: projectRoot,
     env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

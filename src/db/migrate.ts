@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { type Migration, type MigrationResult, Migrator } from 'kysely/migration';
 import * as m0001 from './migrations/0001_app_settings.ts';
 import * as m0002 from './migrations/0002_accounts_and_sessions.ts';
@@ -22,8 +22,22 @@ export const migrations: Record<string, Migration> = {
   '0008_account_ownership': m0008,
 };
 
+/**
+ * Whether the database records exactly the migrations above: two reads, so that a start on an
+ * up-to-date database skips the migrator (which creates its tables if missing and takes a lock).
+ */
+async function upToDate(db: Kysely<Database>): Promise<boolean> {
+  const { rows: table } = await sql<{ present: boolean }>`
+    select to_regclass('kysely_migration') is not null as present`.execute(db);
+  if (!table[0]?.present) return false;
+  const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(db);
+  const known = Object.keys(migrations);
+  return rows.length === known.length && rows.every((row) => row.name in migrations);
+}
+
 /** Brings the database to the latest migration; throws with the failing migration's name on error. */
 export async function migrateToLatest(db: Kysely<Database>): Promise<MigrationResult[]> {
+  if (await upToDate(db)) return [];
   const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
   const { error, results = [] } = await migrator.migrateToLatest();
   if (error) {

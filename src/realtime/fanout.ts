@@ -1,7 +1,5 @@
-import { createAdapter as createPostgresAdapter } from '@socket.io/postgres-adapter';
-import { createAdapter as createRedisAdapter } from '@socket.io/redis-adapter';
+import { createRequire } from 'node:module';
 import type { FastifyBaseLogger } from 'fastify';
-import { Redis } from 'ioredis';
 import notepack from 'notepack.io';
 import type pg from 'pg';
 import type { Server } from 'socket.io';
@@ -9,6 +7,13 @@ import { MessageType } from 'socket.io-adapter';
 import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/errors.ts';
 import { AdapterPool } from './adapter-pool.ts';
+
+// The adapters are loaded when configured (they and their clients cost about 0.1 s at start).
+const requirePackage = createRequire(import.meta.url);
+const postgresAdapter = () =>
+  requirePackage('@socket.io/postgres-adapter') as typeof import('@socket.io/postgres-adapter');
+const redisAdapter = () => requirePackage('@socket.io/redis-adapter') as typeof import('@socket.io/redis-adapter');
+const ioredis = () => requirePackage('ioredis') as typeof import('ioredis');
 
 const ROOM_PREFIX = 'channel:';
 /** The socket.io room of a channel. Prefixed, so that no channel name can be a socket's own room (its id). */
@@ -70,7 +75,7 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
       // presence requests; the service's pool keeps all of its connections for requests.
       const pool = new AdapterPool(config.database.url);
       io.adapter(
-        createPostgresAdapter(pool as unknown as pg.Pool, {
+        postgresAdapter().createAdapter(pool as unknown as pg.Pool, {
           tableName: 'realtime.socket_io_attachments',
           // An outage is already reported by the requests that meet it (503, logged at warn).
           errorHandler: (err: Error) =>
@@ -88,6 +93,7 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
     }
     case 'redis': {
       if (config.redisUrl === undefined) throw new Error('the Redis adapter needs REDIS_URL');
+      const { Redis } = ioredis();
       const pub = new Redis(config.redisUrl, { maxRetriesPerRequest: 2 });
       const sub = pub.duplicate();
       for (const client of [pub, sub]) {
@@ -103,7 +109,7 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
         }
       }
       const key = `${config.redisKeyPrefix}socket.io`;
-      io.adapter(createRedisAdapter(pub, sub, { key }));
+      io.adapter(redisAdapter().createAdapter(pub, sub, { key }));
       return {
         ordering: 'publish-under-lock',
         notification: () => undefined,

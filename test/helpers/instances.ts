@@ -30,7 +30,7 @@ export async function stopService(service: RunningService, graceMs = 5_000): Pro
 }
 
 /**
- * Starts one `node --import tsx src/server.ts` process per name, each on a free port with `env`
+ * Starts one `node src/server.ts` process per name, each on a free port with `env`
  * on top, and waits until every one answers 200 on /api/health. The processes are started together;
  * if one does not come up, all are stopped and the error carries what it printed. `onReady` runs
  * for each instance the moment it first answers, before waiting for the others.
