@@ -1,5 +1,5 @@
-import net from 'node:net';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
