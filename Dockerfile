@@ -1,23 +1,14 @@
-# Build: compile the TypeScript sources into dist/.
-FROM node:20-slim AS build
-WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund --ignore-scripts
-COPY tsconfig.json tsconfig.build.json ./
-COPY generated ./generated
-COPY src ./src
-RUN node_modules/.bin/tsc -p tsconfig.build.json
-
-# Run: production dependencies and the build only. The service reads openapi.yaml, asyncapi.yaml,
-# generated/openapi.json and package.json at start.
-FROM node:20-slim
+# The service on Node 24 LTS, running its TypeScript sources directly (Node strips the types; no build step).
+FROM node:24-slim
 WORKDIR /app
 ENV NODE_ENV=production
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund --ignore-scripts && npm cache clean --force
+# The service reads openapi.yaml, asyncapi.yaml, generated/openapi.json and package.json at start.
 COPY openapi.yaml asyncapi.yaml ./
-COPY generated/openapi.json ./generated/
-COPY --from=build /app/dist ./dist
+COPY generated ./generated
+COPY src ./src
 EXPOSE 7130
 USER node
-CMD ["node", "dist/src/server.js"]
+# The V8 flags: see SERVICE_NODE_FLAGS in scripts/lib/service-process.ts.
+CMD ["node", "--liftoff-only", "--max-semi-space-size=16", "src/server.ts"]

@@ -47,7 +47,9 @@ const atLeast = (rps: number, p99?: number) => ({
 progress('building the service (tsc, incremental)');
 buildService();
 
-progress('start-up and idle memory on PGlite (a new data directory, then the same one again)');
+progress(
+  'start-up and idle memory on PGlite (a new data directory, then the same one: built server and `npm start`, cold and warm)',
+);
 const start = await pgliteStartFigures();
 
 progress(`preparing the ${kind} database`);
@@ -216,13 +218,16 @@ try {
   memory.stop();
 
   const resources: ResourceFigure[] = [
-    { title: 'start to first 200, new DATA_DIR (PGlite)', value: start.emptyMs, unit: 'ms' },
+    { title: 'start to first 200, new DATA_DIR (PGlite, built server)', value: start.emptyMs, unit: 'ms' },
+    { title: 'start to first 200, existing DATA_DIR, built server, cold', value: start.builtColdMs, unit: 'ms' },
+    { title: 'start to first 200, existing DATA_DIR, built server, warm', value: start.builtWarmMs, unit: 'ms' },
+    { title: 'start to first 200, existing DATA_DIR, `npm start`, cold', value: start.npmStartColdMs, unit: 'ms' },
     {
-      title: 'start to first 200, existing DATA_DIR (PGlite)',
-      value: start.existingMs,
+      title: 'start to first 200, existing DATA_DIR, `npm start`, warm',
+      value: start.npmStartWarmMs,
       unit: 'ms',
       target: '≤ 1,500 ms',
-      met: start.existingMs <= 1500,
+      met: start.npmStartWarmMs <= 1500,
     },
     {
       title: 'idle resident memory (PGlite)',

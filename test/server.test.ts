@@ -1,9 +1,9 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { freePort, startService, waitFor200 } from '../scripts/lib/service-process.ts';
+import { freePort, projectRoot, SERVICE_NODE_FLAGS, startService, waitFor200 } from '../scripts/lib/service-process.ts';
 
 t.test('the service starts on an empty DATA_DIR, refuses a second process on it, and stops cleanly', async (t) => {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-data-'));
@@ -105,4 +105,14 @@ t.test('an unreachable database stops the start with one line, without the passw
     `Cannot start: the database at postgres://app@127.0.0.1:${closedPort}/service is unreachable (connection refused): start PostgreSQL there or fix DATABASE_URL`,
   );
   t.notMatch(out, /s3cret/);
+});
+
+t.test('npm start and the Dockerfile run the service with the same V8 flags', async (t) => {
+  const pkg = JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')) as {
+    scripts: { start: string };
+  };
+  t.equal(pkg.scripts.start, `node ${SERVICE_NODE_FLAGS.join(' ')} src/server.ts`);
+  const dockerfile = readFileSync(path.join(projectRoot, 'Dockerfile'), 'utf8');
+  const command = ['node', ...SERVICE_NODE_FLAGS, 'src/server.ts'].map((word) => JSON.stringify(word)).join(', ');
+  t.ok(dockerfile.includes(`\nCMD [${command}]\n`), 'the Dockerfile starts the service the same way');
 });
