@@ -8,7 +8,7 @@
  * Every call returns `{ data }` typed by the spec's success response, or `{ error }` typed by its
  * Error schema, with the raw `response`.
  *
- *   import { createClient } from 'accounts-embeddings-realtime/client';
+ *   import { createClient } from 'accounts-embeddings-realtime-client'; // the package built from sdk/
  *   const api = createClient({ baseUrl: 'https://accounts.example.com', clientType: 'mobile' });
  *   await api.POST('/api/auth/sessions', { params: { query: { client_type: 'mobile' } }, body: { email, password } });
  *   const { data, error } = await api.GET('/api/auth/users', { params: { query: { search: 'ann' } } });
