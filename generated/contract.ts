@@ -10,6 +10,14 @@ export const operations = {
     "bodyRequired": false,
     "bodyLimit": null
   },
+  "getMetrics": {
+    "method": "GET",
+    "path": "/metrics",
+    "tag": "metrics",
+    "secured": true,
+    "bodyRequired": false,
+    "bodyLimit": null
+  },
   "listUsers": {
     "method": "GET",
     "path": "/api/auth/users",

@@ -13,8 +13,44 @@ export interface paths {
          *     trivial query. Needs no authentication; suitable for load balancers and
          *     container health checks. When the database does not answer, the
          *     service responds `503 SERVICE_UNAVAILABLE`.
+         *
+         *     The answer also says whether Redis answers (when it is configured) and
+         *     the state of the embeddings provider's circuit breaker. Neither
+         *     changes the status: only the database decides between `200` and `503`.
          */
         get: operations["getHealth"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Scrape Prometheus metrics
+         * @description This instance's metrics in Prometheus' text exposition format
+         *     (version 0.0.4): request durations by operation and status code, sign-in
+         *     and verification outcomes, refresh-token reuse, rate-limited requests,
+         *     the database connection pool, the embeddings provider's latency and
+         *     circuit breaker, realtime sockets, subscriptions and deliveries, and
+         *     the Node.js process. Each instance reports its own: scrape every one.
+         *
+         *     Off unless the server is configured for it. With `METRICS_TOKEN` set,
+         *     this operation needs `Authorization: Bearer <METRICS_TOKEN>`
+         *     (`401 UNAUTHORIZED` without it or with another value). Without
+         *     `METRICS_TOKEN` it answers `404 NOT_FOUND`, like any unknown route;
+         *     `METRICS_PORT` then serves the same document on a port of its own,
+         *     without a token.
+         */
+        get: operations["getMetrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -585,6 +621,23 @@ export interface components {
              * @constant
              */
             database: "up";
+            /**
+             * @description Whether Redis (`REDIS_URL`: shared rate-limit counters) answers a
+             *     PING within a second; `not configured` without `REDIS_URL`. While it
+             *     is `down`, each instance counts its rate limits by itself. It does
+             *     not change the status.
+             * @enum {string}
+             */
+            redis: "up" | "down" | "not configured";
+            /**
+             * @description The circuit breaker in front of the embeddings provider: `closed`
+             *     (calls go through), `open` (calls are refused with `503` after
+             *     repeated failures), `half-open` (one trial call decides), or
+             *     `not configured` without a provider (`EMBEDDINGS_BASE_URL`). It
+             *     does not change the status.
+             * @enum {string}
+             */
+            embeddingsBreaker: "closed" | "open" | "half-open" | "not configured";
             /** @description The version of the running service. */
             version: string;
             /** @description Seconds since the process started. */
@@ -1185,6 +1238,8 @@ export interface operations {
                      * @example {
                      *       "status": "ok",
                      *       "database": "up",
+                     *       "redis": "up",
+                     *       "embeddingsBreaker": "closed",
                      *       "version": "0.6.0",
                      *       "uptimeSeconds": 3612.4
                      *     }
@@ -1195,6 +1250,68 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metrics, as Prometheus scrapes them. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example # HELP auth_sign_ins_total Password sign-ins, by result
+                     *     # TYPE auth_sign_ins_total counter
+                     *     auth_sign_ins_total{result="ok"} 12
+                     *     auth_sign_ins_total{result="failed"} 3
+                     *     # HELP db_pool_connections Database connections open in the pool
+                     *     # TYPE db_pool_connections gauge
+                     *     db_pool_connections 4
+                     */
+                    "text/plain; version=0.0.4": string;
+                };
+            };
+            /** @description `UNAUTHORIZED`: `METRICS_TOKEN` is set, and the request does not carry it as a Bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "UNAUTHORIZED",
+                     *       "message": "A valid metrics token is required: Authorization: Bearer <METRICS_TOKEN>",
+                     *       "statusCode": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `NOT_FOUND`: metrics are not served on this port (`METRICS_TOKEN` is not set). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "NOT_FOUND",
+                     *       "message": "No route for GET /metrics",
+                     *       "statusCode": 404
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
         };
     };
     listUsers: {

@@ -20,6 +20,8 @@ import { createEmbeddingsService } from './embeddings/embeddings-service.ts';
 import { errorHandler, notFoundHandler, toErrorResponse } from './errors.ts';
 import { clientErrorHandler, serverFactory } from './http-server.ts';
 import { createMailer } from './mail/mailer.ts';
+import { observeRequests } from './metrics/http.ts';
+import { createMetrics } from './metrics/metrics.ts';
 import { registerRateLimits } from './rate-limits.ts';
 import { PolicyCache } from './realtime/policy-cache.ts';
 import { startRetention } from './realtime/retention.ts';
@@ -106,6 +108,10 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   });
   // Before any plugin: hooks reach only the plugins registered after them.
   registerSecurityHeaders(app);
+  // Metrics only when they are served somewhere (METRICS_TOKEN or METRICS_PORT).
+  const metrics = config.metrics.token !== undefined || config.metrics.port !== undefined ? createMetrics() : null;
+  app.decorate('metrics', metrics);
+  if (metrics !== null) observeRequests(app, metrics);
 
   const db = deps.database.db;
   const clock = deps.clock ?? systemClock;
@@ -142,18 +148,24 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
       now: () => clock.now().getTime(),
     }),
     log: app.log,
+    events: metrics?.auth,
   });
   app.addHook('onClose', async () => {
     await auth.drainMail();
     mailer.close();
   });
   await auth.ensureAdmin();
-  const embeddings = createEmbeddingsService({ config, db, clock, log: app.log });
+  const embeddings = createEmbeddingsService({ config, db, clock, log: app.log, events: metrics?.embeddings });
   app.addHook('onClose', () => embeddings.close());
   const realtimePolicies = new PolicyCache(db, config.database, app.log);
   await realtimePolicies.start();
   app.addHook('onClose', () => realtimePolicies.close());
-  const realtime = startRealtimeServer(app, config, db, () => clock.now(), revocations);
+  const realtime = startRealtimeServer(app, config, db, () => clock.now(), revocations, metrics?.realtime);
+  metrics?.readAtScrape({
+    databasePool: () => deps.database.poolStats(),
+    embeddingsBreaker: () => embeddings.breakerState(),
+    realtime: () => realtime.stats(),
+  });
   // Sockets first: an open WebSocket would keep the HTTP server from closing.
   app.addHook('preClose', () => realtime.close());
   const stopRetention = startRetention(db, config.realtime.retentionDays, () => clock.now(), app.log);
@@ -169,10 +181,17 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     embeddings,
     realtimePolicies,
     realtime,
+    redis,
+    metrics,
     startedAt: Date.now(),
   };
 
-  await registerRateLimits(app, config, redis);
+  await registerRateLimits(
+    app,
+    config,
+    redis,
+    metrics ? (operation, limit) => metrics.rateLimited(operation, limit) : undefined,
+  );
 
   await registerContractDocs(app);
   registerVerifyEmailPage(app);

@@ -138,6 +138,12 @@ const envSchema = z.object({
     .min(65_536, 'must be a whole number of bytes (65536 to 67108864)')
     .max(67_108_864, 'must be a whole number of bytes (65536 to 67108864)')
     .default(1_048_576),
+  METRICS_TOKEN: z
+    .string()
+    .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces (openssl rand -hex 32)')
+    .min(32, 'must be at least 32 characters (openssl rand -hex 32)')
+    .optional(),
+  METRICS_PORT: port.optional(),
 });
 
 export type Env = Record<string, string | undefined>;
@@ -226,6 +232,14 @@ export interface Config {
     /** Publishes per second per connection (a burst of as many is allowed). */
     publishRate: number;
   };
+  /**
+   * GET /metrics (Prometheus). With `token`, on the service's port behind `Authorization: Bearer
+   * <token>`; with `port`, on a listener of its own (on `host`, no token). Off when neither is set.
+   */
+  metrics: {
+    token: string | undefined;
+    port: number | undefined;
+  };
 }
 
 function databaseFrom(url: string | undefined, dataDir: string): DatabaseConfig {
@@ -263,7 +277,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     const issue = parsed.error.issues[0];
     const name = String(issue?.path[0] ?? 'environment');
     const value = present[name];
-    const secret = /SECRET|PASSWORD|SMTP_URL|REDIS_URL|DATABASE_URL|API_KEY/.test(name);
+    const secret = /SECRET|PASSWORD|SMTP_URL|REDIS_URL|DATABASE_URL|API_KEY|METRICS_TOKEN/.test(name);
     const shown = value === undefined || secret ? '' : ` (got ${JSON.stringify(value)})`;
     throw new ConfigError(`${name} ${issue?.message ?? 'is invalid'}${shown}`);
   }
@@ -298,6 +312,9 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     throw new ConfigError(
       `${e.ADMIN_EMAIL === undefined ? 'ADMIN_EMAIL' : 'ADMIN_PASSWORD'} must be set together with the other`,
     );
+  }
+  if (e.METRICS_PORT !== undefined && e.METRICS_PORT === e.PORT) {
+    throw new ConfigError(`METRICS_PORT must differ from PORT (both are ${e.PORT})`);
   }
   const dataDir = path.resolve(e.DATA_DIR);
   const publicUrl = e.PUBLIC_URL ?? `http://${e.HOST === '0.0.0.0' ? '127.0.0.1' : e.HOST}:${e.PORT}`;
@@ -358,5 +375,6 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       maxBufferedBytes: e.REALTIME_MAX_BUFFERED_BYTES,
       publishRate: e.REALTIME_PUBLISH_RATE,
     }),
+    metrics: Object.freeze({ token: e.METRICS_TOKEN, port: e.METRICS_PORT }),
   });
 }

@@ -1,3 +1,4 @@
+import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { AuthService } from './auth/auth-service.ts';
 import type { Clock } from './clock.ts';
@@ -5,6 +6,7 @@ import type { Config } from './config.ts';
 import type { DatabaseKind } from './db/database.ts';
 import type { Database } from './db/schema.ts';
 import type { EmbeddingsService } from './embeddings/embeddings-service.ts';
+import type { ServiceMetrics } from './metrics/metrics.ts';
 import type { PolicyCache } from './realtime/policy-cache.ts';
 import type { RealtimeServer } from './realtime/socket-server.ts';
 
@@ -18,5 +20,9 @@ export interface AppContext {
   embeddings: EmbeddingsService;
   realtimePolicies: PolicyCache;
   realtime: RealtimeServer;
+  /** The shared Redis client (rate limits, sign-in throttle); undefined without REDIS_URL. */
+  redis: Redis | undefined;
+  /** null when metrics are off. */
+  metrics: ServiceMetrics | null;
   startedAt: number;
 }

@@ -9,6 +9,7 @@ import type { AppContext } from './context.ts';
 import { ApiError } from './errors.ts';
 import { createServiceHandlers } from './handlers/index.ts';
 import { findUnstorableString } from './json-values.ts';
+import { metricsTokenCheck } from './metrics/http.ts';
 import { asyncapiYaml, specDocument, specYaml } from './spec.ts';
 
 const requireBody: preValidationHookHandler = async (request) => {
@@ -35,6 +36,30 @@ const ignoreBody: preParsingHookHandler = async (request) => {
   request.headers['content-length'] = '0';
   return Readable.from([]);
 };
+
+type SpecResponses = Record<string, { content?: Record<string, unknown> }>;
+
+/**
+ * The spec as glue is given it. Glue takes every media type it meets for one that requests may be
+ * sent in, and warns at each start when no body parser handles it; the only non-JSON media type is
+ * a response's (getMetrics' Prometheus text, sent as a string that no schema serialises), so it is
+ * left out of glue's copy.
+ */
+function specForGlue(): object {
+  const spec = structuredClone(specDocument) as {
+    paths: Record<string, Record<string, { responses?: SpecResponses }>>;
+  };
+  for (const item of Object.values(spec.paths)) {
+    for (const operation of Object.values(item)) {
+      for (const response of Object.values(operation.responses ?? {})) {
+        for (const mediaType of Object.keys(response.content ?? {})) {
+          if (mediaType !== 'application/json') delete response.content?.[mediaType];
+        }
+      }
+    }
+  }
+  return spec;
+}
 
 const asArray = <T>(value: T | T[] | undefined): T[] =>
   value === undefined ? [] : Array.isArray(value) ? value : [value];
@@ -65,9 +90,9 @@ export async function registerContractRoutes(app: FastifyInstance, ctx: AppConte
     }
   });
   await app.register(openapiGlue, {
-    specification: structuredClone(specDocument),
+    specification: specForGlue(),
     serviceHandlers: createServiceHandlers(ctx),
-    securityHandlers: { bearerAuth },
+    securityHandlers: { bearerAuth, metricsToken: metricsTokenCheck(ctx.config.metrics.token) },
     addCookieSchema: true,
   });
 }

@@ -16,6 +16,9 @@ function limitsByOperation(config: Readonly<Config>): Record<string, number> {
   };
 }
 
+/** Told of each request refused for its limit: the operation, and what the limit counts by. */
+export type OnRateLimited = (operationId: string, limit: 'ip' | 'user') => void;
+
 /**
  * @fastify/rate-limit on the auth operations, per client IP (X-Forwarded-For only with TRUST_PROXY),
  * in memory or, given the Redis client (connectRedis, which also closes it), in Redis so that every
@@ -25,6 +28,7 @@ export async function registerRateLimits(
   app: FastifyInstance,
   config: Readonly<Config>,
   redis: Redis | undefined,
+  onLimited?: OnRateLimited,
 ): Promise<void> {
   const limits = limitsByOperation(config);
   const timeWindow = config.rateLimits.windowSeconds * 1000;
@@ -55,6 +59,10 @@ export async function registerRateLimits(
     ...(redis ? { store: redisStoreWithFallback(redis, `${config.redisKeyPrefix}rate-limit:`, onFallback) } : {}),
     // The stores do not fail (Redis falls back to counting in memory); should one, let the request through.
     skipOnError: true,
+    onExceeded: (request: FastifyRequest) => {
+      const operationId = (request.routeOptions.schema as { operationId?: string } | undefined)?.operationId;
+      if (operationId !== undefined) onLimited?.(operationId, operationId === 'createEmbeddings' ? 'user' : 'ip');
+    },
     errorResponseBuilder: (_request, context) => ({
       statusCode: 429,
       error: 'RATE_LIMITED',

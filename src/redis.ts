@@ -42,3 +42,24 @@ export async function connectRedis(
 export async function closeRedis(client: Redis): Promise<void> {
   await client.quit().catch(() => client.disconnect());
 }
+
+/** What the health check says of Redis: whether the shared client answers PING within `timeoutMs`. */
+export async function redisStatus(
+  client: Redis | undefined,
+  timeoutMs: number,
+): Promise<'up' | 'down' | 'not configured'> {
+  if (client === undefined) return 'not configured';
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'down'>((resolve) => {
+    timer = setTimeout(() => resolve('down'), timeoutMs);
+  });
+  const answer = client.ping().then(
+    (reply) => (reply === 'PONG' ? ('up' as const) : ('down' as const)),
+    () => 'down' as const,
+  );
+  try {
+    return await Promise.race([answer, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

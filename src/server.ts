@@ -11,6 +11,7 @@ const { ConfigError, loadConfig } = await import('./config.ts');
 const { DataDirLockedError } = await import('./db/data-dir-lock.ts');
 const { openDatabase } = await import('./db/database.ts');
 const { migrateToLatest } = await import('./db/migrate.ts');
+const { listenForMetrics } = await import('./metrics/listener.ts');
 const { describeStartFailure } = await import('./start-failure.ts');
 
 type Config = import('./config.ts').Config;
@@ -25,6 +26,7 @@ async function main(): Promise<void> {
     await migrateToLatest(database.db);
     app = await buildApp(config, { database });
     await app.listen({ port: config.port, host: config.host });
+    await listenForMetrics(app, config); // METRICS_PORT; closes with the app's server
   } catch (err) {
     await app?.close().catch(() => {});
     await database.close().catch(() => {});

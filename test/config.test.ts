@@ -199,3 +199,32 @@ t.test('outside production a JWT_SECRET of 32 characters is enough, as before', 
     t.throws(() => loadConfig({ NODE_ENV, JWT_SECRET: 'a'.repeat(31) }), /^JWT_SECRET must be at least 32 characters$/);
   }
 });
+
+t.test('metrics: off by default; METRICS_TOKEN and METRICS_PORT are checked with one line each', async (t) => {
+  t.same(loadConfig({}).metrics, { token: undefined, port: undefined }, 'neither set: off');
+  const token = randomBytes(32).toString('hex');
+  t.same(loadConfig({ METRICS_TOKEN: token }).metrics, { token, port: undefined });
+  t.same(loadConfig({ METRICS_PORT: '9464' }).metrics, { token: undefined, port: 9464 });
+  t.same(loadConfig({ METRICS_TOKEN: token, METRICS_PORT: '9464' }).metrics, { token, port: 9464 });
+  t.ok(Object.isFrozen(loadConfig({}).metrics), 'frozen');
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ METRICS_TOKEN: 'a'.repeat(31) }, /^METRICS_TOKEN must be at least 32 characters \(openssl rand -hex 32\)$/],
+    [{ METRICS_TOKEN: `${'a'.repeat(20)} ${'b'.repeat(20)}` }, /^METRICS_TOKEN must be printable ASCII without spaces/],
+    [{ METRICS_TOKEN: `${'a'.repeat(32)}é` }, /^METRICS_TOKEN must be printable ASCII without spaces/],
+    [{ METRICS_PORT: 'nine' }, /^METRICS_PORT must be a port number \(1-65535\) \(got "nine"\)$/],
+    [{ METRICS_PORT: '0' }, /^METRICS_PORT must be a port number \(1-65535\) \(got "0"\)$/],
+    [{ METRICS_PORT: '65536' }, /^METRICS_PORT must be a port number \(1-65535\)/],
+    [{ METRICS_PORT: '7130' }, /^METRICS_PORT must differ from PORT \(both are 7130\)$/],
+    [{ PORT: '8080', METRICS_PORT: '8080' }, /^METRICS_PORT must differ from PORT \(both are 8080\)$/],
+  ];
+  for (const [env, message] of cases) {
+    t.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env));
+  }
+  t.equal(loadConfig({ PORT: '8080', METRICS_PORT: '7130' }).metrics.port, 7130, 'any other port is fine');
+  try {
+    loadConfig({ METRICS_TOKEN: 'too-short-metrics-secret' });
+    t.fail('a short token is refused');
+  } catch (err) {
+    t.notMatch((err as Error).message, /too-short-metrics-secret/, 'the token is never echoed');
+  }
+});

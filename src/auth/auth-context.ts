@@ -20,6 +20,18 @@ export const EMAIL_LIMITS = { cooldownSeconds: 60, perDay: 10, perRequesterPerDa
 /** Code submissions one address takes per day, over all its codes (the emails' worth of attempts). */
 export const MAX_CODE_ATTEMPTS_PER_DAY = MAX_CODE_FAILURES * EMAIL_LIMITS.perDay;
 
+/** Outcomes the auth flows report as they happen (the metrics count them). */
+export interface AuthEvents {
+  /** A sign-in that opened a session, or was refused (wrong credentials, an unverified address). */
+  signIn(result: 'ok' | 'failed'): void;
+  /** An email verification (code or link) that opened a session, or was refused (INVALID_OTP). */
+  emailVerification(result: 'ok' | 'failed'): void;
+  /** A rotated refresh token was presented again: its session was ended. */
+  refreshTokenReused(): void;
+  /** A sign-in refused by the per-address back-off (429) before the password was looked at. */
+  signInThrottled(): void;
+}
+
 /** What the auth flows are built on. */
 export interface AuthDeps {
   db: Kysely<Database>;
@@ -33,6 +45,7 @@ export interface AuthDeps {
   /** Per-address back-off after failed sign-ins. */
   signInThrottle: SignInThrottle;
   log: FastifyBaseLogger;
+  events?: AuthEvents | undefined;
 }
 
 export interface ClientInfo {

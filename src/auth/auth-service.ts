@@ -1,5 +1,5 @@
 import * as users from '../db/repositories/users.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, type ErrorCode } from '../errors.ts';
 import { createAdminAccount } from './admin-account.ts';
 import type { AuthDeps } from './auth-context.ts';
 import { createBackgroundMail } from './background-mail.ts';
@@ -14,6 +14,28 @@ import { type ApiUser, toApiUser } from './user-view.ts';
 export type { AuthDeps, ClientInfo } from './auth-context.ts';
 export type { IssuedSession } from './session-issuer.ts';
 
+/**
+ * `flow`, reporting how each call ended: `ok`, or `failed` when it was refused with one of
+ * `refusals`. Other errors (input, limits, outages) are not outcomes of the flow.
+ */
+function reporting<Args extends unknown[], Result>(
+  flow: (...args: Args) => Promise<Result>,
+  report: ((result: 'ok' | 'failed') => void) | undefined,
+  refusals: readonly ErrorCode[],
+): (...args: Args) => Promise<Result> {
+  if (report === undefined) return flow;
+  return async (...args) => {
+    try {
+      const result = await flow(...args);
+      report('ok');
+      return result;
+    } catch (err) {
+      if (err instanceof ApiError && refusals.includes(err.code)) report('failed');
+      throw err;
+    }
+  };
+}
+
 /** The account flows (one module each), over shared sessions and background mail. Knows nothing of HTTP. */
 export function createAuthService(deps: AuthDeps) {
   const mail = createBackgroundMail(deps.mailer, deps.db, deps.log);
@@ -21,6 +43,7 @@ export function createAuthService(deps: AuthDeps) {
   const codes = createCodeIssuer(deps);
   const { sendVerification, verifyEmail } = createEmailVerification(deps, sessions, mail, codes);
   const { refresh, logout } = createSessionRefresh(deps, sessions);
+  const events = deps.events;
 
   async function currentUser(userId: string): Promise<ApiUser> {
     const user = await users.findUserById(deps.db, userId);
@@ -30,9 +53,12 @@ export function createAuthService(deps: AuthDeps) {
 
   return {
     signUp: createSignUp(deps, sessions, mail, codes),
-    signIn: createSignIn(deps, sessions),
+    signIn: reporting(createSignIn(deps, sessions), events && ((r) => events.signIn(r)), [
+      'INVALID_CREDENTIALS',
+      'EMAIL_NOT_VERIFIED',
+    ]),
     sendVerification,
-    verifyEmail,
+    verifyEmail: reporting(verifyEmail, events && ((r) => events.emailVerification(r)), ['INVALID_OTP']),
     refresh,
     logout,
     changePassword: createChangePassword(deps, sessions),

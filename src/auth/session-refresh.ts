@@ -34,6 +34,7 @@ export function createSessionRefresh(deps: AuthDeps, issuer: SessionIssuer) {
   /** A rotated token presented again: someone else may hold the session. It ends, everywhere. */
   async function reuse(session: sessions.SessionRow) {
     await issuer.endSession(session.id);
+    deps.events?.refreshTokenReused();
     log.warn({ sessionId: session.id, userId: session.user_id }, 'refresh token reuse: session revoked');
     return refreshReused();
   }
@@ -60,7 +61,10 @@ export function createSessionRefresh(deps: AuthDeps, issuer: SessionIssuer) {
     const { session, reused } = await resolveRefresh(refreshToken, client, csrfToken);
     // Logging out with a rotated token still ends the session: its holder may not be the owner.
     await issuer.endSession(session.id);
-    if (reused) throw refreshReused();
+    if (reused) {
+      deps.events?.refreshTokenReused();
+      throw refreshReused();
+    }
     if (session.revoked_at !== null) throw invalidRefresh();
   }
 

@@ -13,7 +13,10 @@ export function createSignIn(deps: AuthDeps, sessions: SessionIssuer) {
     const email = input.email.toLowerCase();
     // Known and unknown addresses alike, before the password is looked at.
     const wait = await signInThrottle.beginAttempt(email);
-    if (wait !== undefined) throw signInThrottledError(wait);
+    if (wait !== undefined) {
+      deps.events?.signInThrottled();
+      throw signInThrottledError(wait);
+    }
     const user = await users.findUserByEmail(db, email);
     // A sign-up's password waits for its verification outside the account, so an account signed up
     // for but not verified has none: it answers like a wrong password. (Telling "right password,

@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import v8 from 'node:v8';
 import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { Kysely, PostgresDialect } from 'kysely';
@@ -14,10 +13,18 @@ import type { Database } from './schema.ts';
 
 export type DatabaseKind = DatabaseConfig['kind'];
 
-/** An open database: the typed query builder, and how to close it. */
+/** A connection pool's occupancy: connections open, of them idle, and requests waiting for one. */
+export interface PoolStats {
+  total: number;
+  idle: number;
+  waiting: number;
+}
+
+/** An open database: the typed query builder, its pool's occupancy, and how to close it. */
 export interface DatabaseHandle {
   db: Kysely<Database>;
   kind: DatabaseKind;
+  poolStats(): PoolStats;
   close(): Promise<void>;
 }
 
@@ -75,20 +82,23 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
       client.on('error', () => {});
     });
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-    return { db, kind: config.kind, close: () => db.destroy() };
-  }
-
-  // V8 first compiles WebAssembly with its baseline compiler (Liftoff), then recompiles hot
-  // functions with TurboFan. For PGlite's Postgres the second tier cost 60 MB of resident memory
-  // and CPU during start, for queries only about 5% faster. Set before PGlite compiles its module.
-  v8.setFlagsFromString('--liftoff-only');
-  const unlock = config.kind === 'pglite' ? lockDataDir(config.dataDir) : () => {};
-  try {
-    const pglite = await PGlite.create(pgliteOptions(config));
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: new PGlitePool(pglite) }) });
     return {
       db,
       kind: config.kind,
+      poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+      close: () => db.destroy(),
+    };
+  }
+
+  const unlock = config.kind === 'pglite' ? lockDataDir(config.dataDir) : () => {};
+  try {
+    const pglite = await PGlite.create(pgliteOptions(config));
+    const pool = new PGlitePool(pglite);
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    return {
+      db,
+      kind: config.kind,
+      poolStats: () => pool.stats,
       close: async () => {
         try {
           await db.destroy();

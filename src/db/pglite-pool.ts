@@ -1,5 +1,6 @@
 import type { PGlite, Results } from '@electric-sql/pglite';
 import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from 'kysely';
+import type { PoolStats } from './database.ts';
 
 /**
  * A pg-Pool look-alike over one PGlite instance, for Kysely's PostgresDialect.
@@ -13,6 +14,9 @@ export class PGlitePool implements PostgresPool {
   readonly #client: PostgresPoolClient;
   #tail: Promise<void> = Promise.resolve();
   #ended = false;
+  /** Borrowers waiting for the session, and whether it is lent now. */
+  #waiting = 0;
+  #lent = false;
   readonly #pglite: PGlite;
   /** pg.Pool's options, which Kysely reads to open a side connection that cancels a query; PGlite has none. */
   readonly options = {};
@@ -37,14 +41,24 @@ export class PGlitePool implements PostgresPool {
     });
     const previous = this.#tail;
     this.#tail = previous.then(() => turn);
+    this.#waiting += 1;
     await previous;
+    this.#waiting -= 1;
+    this.#lent = true;
     let released = false;
     this.#client.release = () => {
       if (released) return;
       released = true;
+      this.#lent = false;
       release();
     };
     return this.#client;
+  }
+
+  /** As a pg Pool counts them: the one session (none once ended), idle or lent, and the borrowers queued for it. */
+  get stats(): PoolStats {
+    const total = this.#ended ? 0 : 1;
+    return { total, idle: this.#lent ? 0 : total, waiting: this.#waiting };
   }
 
   /** Closes PGlite after the borrowers already queued have finished. */

@@ -5,12 +5,12 @@ import type { components } from '../../generated/openapi.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, type ErrorCode } from '../errors.ts';
 import { localEmbedding } from './local-model.ts';
 import { localModels, modelInfo } from './models.ts';
 import { type EmbeddingsCall, OpenAICompatibleUpstream } from './openai-compatible.ts';
 import { checkInputLimits } from './token-limits.ts';
-import { UpstreamBreaker } from './upstream-breaker.ts';
+import { type BreakerState, UpstreamBreaker } from './upstream-breaker.ts';
 import { UsageRecorder } from './usage-recorder.ts';
 import type { Vector } from './vectors.ts';
 
@@ -46,6 +46,12 @@ function checkVectorSizes(model: string, vectors: readonly Vector[], dimensions:
   );
 }
 
+/** What the service reports as it works (the metrics listen). */
+export interface EmbeddingsEvents {
+  /** One HTTP exchange with the provider (each retry is one): its duration and `ok` or the error code. */
+  upstreamAttempt(seconds: number, outcome: 'ok' | ErrorCode): void;
+}
+
 /** The local model yields to other requests after this many tokens of work. */
 const LOCAL_SLICE_TOKENS = 20_000;
 
@@ -58,8 +64,10 @@ export function createEmbeddingsService(deps: {
   db: Kysely<Database>;
   clock: Clock;
   log: FastifyBaseLogger;
+  events?: EmbeddingsEvents | undefined;
 }) {
   const settings = deps.config.embeddings;
+  const events = deps.events;
   const upstream =
     settings.baseUrl === undefined
       ? undefined
@@ -68,6 +76,7 @@ export function createEmbeddingsService(deps: {
           apiKey: settings.apiKey,
           timeoutMs: settings.timeoutMs,
           retryBaseMs: settings.retryBaseMs,
+          onAttempt: events && ((seconds, outcome) => events.upstreamAttempt(seconds, outcome)),
         });
   const breaker =
     upstream === undefined
@@ -164,6 +173,10 @@ export function createEmbeddingsService(deps: {
 
   return {
     embed,
+    /** The provider's circuit breaker, or undefined when no provider is configured. */
+    breakerState(): BreakerState | undefined {
+      return breaker?.state;
+    },
     async close() {
       breaker?.close();
       await recorder.close();

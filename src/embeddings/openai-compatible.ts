@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool } from 'undici';
-import { ApiError } from '../errors.ts';
+import { ApiError, type ErrorCode } from '../errors.ts';
 import { retryAfterSeconds, upstreamErrorMessage } from './upstream-errors.ts';
 import { base64ToFloat32, type Vector } from './vectors.ts';
 
@@ -10,6 +10,8 @@ export interface UpstreamOptions {
   apiKey: string | undefined;
   timeoutMs: number;
   retryBaseMs: number;
+  /** Told of each HTTP exchange with the provider (each retry is one): its duration and `ok` or the error code. */
+  onAttempt?: ((seconds: number, outcome: 'ok' | ErrorCode) => void) | undefined;
 }
 
 export interface EmbeddingsCall {
@@ -79,7 +81,9 @@ export class OpenAICompatibleUpstream {
       ...(call.dimensions === undefined ? {} : { dimensions: call.dimensions }),
     });
     for (let attempt = 0; ; attempt++) {
+      const started = performance.now();
       const result = await this.#attempt(body, call.input.length);
+      this.#options.onAttempt?.((performance.now() - started) / 1000, result.ok ? 'ok' : result.error.code);
       if (result.ok) return result.answer;
       if (!result.retryable || attempt >= MAX_RETRIES) throw result.error;
       if (result.retryAfter !== undefined && result.retryAfter > MAX_RETRY_AFTER_SECONDS) throw result.error;

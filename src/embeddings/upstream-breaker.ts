@@ -7,6 +7,9 @@ export const BREAKER_WINDOW_MS = 10_000;
 export const BREAKER_MIN_CALLS = 5;
 export const BREAKER_FAILURE_PERCENT = 50;
 
+/** The breaker's state as health and metrics report it. */
+export type BreakerState = 'closed' | 'open' | 'half-open';
+
 /** Failures that say the provider is down or unreachable; refusals of one request (4xx) are not. */
 const isProviderFailure = (err: unknown) =>
   err instanceof ApiError && (err.code === 'PROVIDER_UNAVAILABLE' || err.code === 'PROVIDER_TIMEOUT');
@@ -41,9 +44,9 @@ export class UpstreamBreaker<Args extends unknown[], Result> {
     this.#breaker.on('close', () => log.info('embeddings provider circuit closed'));
   }
 
-  /** 'closed', 'open' or 'halfOpen'. */
-  get state(): 'closed' | 'open' | 'halfOpen' {
-    return this.#breaker.closed ? 'closed' : this.#breaker.halfOpen ? 'halfOpen' : 'open';
+  /** Closed (calls go through), open (refused) or half-open (one trial call). */
+  get state(): BreakerState {
+    return this.#breaker.closed ? 'closed' : this.#breaker.halfOpen ? 'half-open' : 'open';
   }
 
   async call(...args: Args): Promise<Result> {

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { AppContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
+import { redisStatus } from '../redis.ts';
 import { version } from '../version.ts';
 import type { HandlersFor } from './types.ts';
 
@@ -10,6 +11,8 @@ import type { HandlersFor } from './types.ts';
  * say so, in a time a load balancer waits.
  */
 export const HEALTH_DEADLINE_MS = 2_000;
+/** How long the health check waits for Redis's PING; Redis does not decide the status. */
+export const REDIS_HEALTH_DEADLINE_MS = 1_000;
 
 /** Resolves when `work` does; rejects when it does, or when `ms` have passed first. */
 async function within<T>(work: Promise<T>, ms: number): Promise<T> {
@@ -28,6 +31,7 @@ async function within<T>(work: Promise<T>, ms: number): Promise<T> {
 export function healthHandlers(ctx: AppContext): HandlersFor<'getHealth'> {
   return {
     async getHealth() {
+      const redis = redisStatus(ctx.redis, REDIS_HEALTH_DEADLINE_MS); // meanwhile; it never rejects
       try {
         await within(sql`select 1`.execute(ctx.db), HEALTH_DEADLINE_MS);
       } catch {
@@ -36,6 +40,8 @@ export function healthHandlers(ctx: AppContext): HandlersFor<'getHealth'> {
       return {
         status: 'ok',
         database: 'up',
+        redis: await redis,
+        embeddingsBreaker: ctx.embeddings.breakerState() ?? 'not configured',
         version,
         uptimeSeconds: Math.round((Date.now() - ctx.startedAt) / 1000),
       };

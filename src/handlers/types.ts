@@ -3,6 +3,10 @@ import type { operations } from '../../generated/openapi.ts';
 
 type Operation<K extends keyof operations> = operations[K];
 type Json<T> = T extends { content: { 'application/json': infer B } } ? B : never;
+/** The body of a text response (getMetrics: the Prometheus exposition), whatever its text/* media type. */
+type Text<T> = T extends { content: infer C }
+  ? { [M in keyof C]: M extends `text/${string}` ? C[M] : never }[keyof C]
+  : never;
 
 /** The JSON request body of an operation (undefined when it has none or it is optional and absent). */
 export type RequestBody<K extends keyof operations> =
@@ -21,9 +25,11 @@ type Parameters<
   ? NonNullable<Q>
   : Record<string, never>;
 
-/** The body of each 2xx JSON response an operation declares. */
+/** The body of each 2xx JSON (or text) response an operation declares. */
 export type SuccessBody<K extends keyof operations> = {
-  [S in keyof Operation<K>['responses']]: S extends 200 | 201 | 202 ? Json<Operation<K>['responses'][S]> : never;
+  [S in keyof Operation<K>['responses']]: S extends 200 | 201 | 202
+    ? Json<Operation<K>['responses'][S]> | Text<Operation<K>['responses'][S]>
+    : never;
 }[keyof Operation<K>['responses']];
 
 export type OperationRequest<K extends keyof operations> = FastifyRequest<{

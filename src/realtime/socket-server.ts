@@ -40,8 +40,26 @@ type Ack = (response: unknown) => void;
 export interface RealtimeServer {
   /** Publishes as `input.userId` (the HTTP side uses this too): same policies, same fan-out. */
   publish(input: PublishInput): Promise<PublishOutcome>;
+  /** This instance's connected sockets, and their channel subscriptions. */
+  stats(): RealtimeStats;
   close(): Promise<void>;
 }
+
+export interface RealtimeStats {
+  sockets: number;
+  subscriptions: number;
+}
+
+/** What the realtime server reports as it happens (the metrics count it). */
+export interface RealtimeEvents {
+  /** A published message was handed to one socket of this instance. */
+  delivered(): void;
+  /** A socket was disconnected for not reading its messages fast enough. */
+  slowConsumerDisconnected(): void;
+}
+
+/** Events of the protocol itself (acknowledgements are not events); every other outgoing event is a message. */
+const isProtocolEvent = (event: string) => event.startsWith('realtime:') || event.startsWith('presence:');
 
 /** Larger frames close the connection; anything smaller is checked against the payload limit. */
 const MAX_FRAME_BYTES = 1_048_576;
@@ -72,6 +90,7 @@ export function startRealtimeServer(
   db: Kysely<Database>,
   now: () => Date,
   revocations: SessionRevocations,
+  events?: RealtimeEvents,
 ): RealtimeServer {
   const log = app.log.child({ component: 'realtime' });
   const io = new Server(app.server, {
@@ -178,7 +197,14 @@ export function startRealtimeServer(
       socket.once('disconnect', () => clearTimeout(expiry));
     }
     const budget = new PublishBudget(config.realtime.publishRate, Date.now());
+    if (events !== undefined) {
+      // Sees what the adapters hand this socket too, whichever instance published it.
+      socket.onAnyOutgoing((event: unknown) => {
+        if (!isProtocolEvent(String(event))) events.delivered();
+      });
+    }
     watchOutput(socket, config.realtime.maxBufferedBytes, () => {
+      events?.slowConsumerDisconnected();
       log.info({ presenceId: caller.presenceId }, 'realtime: slow consumer disconnected');
       sendError('SLOW_CONSUMER', 'Messages were not read fast enough; reconnect and fetch the history', null);
     });
@@ -342,6 +368,14 @@ export function startRealtimeServer(
 
   return {
     publish,
+    stats() {
+      const namespace = io.of('/');
+      let subscriptions = 0;
+      for (const [room, members] of namespace.adapter.rooms) {
+        if (channelOfRoom(room) !== undefined) subscriptions += members.size;
+      }
+      return { sockets: namespace.sockets.size, subscriptions };
+    },
     async close() {
       stopRevocations();
       const engine = io.engine as unknown as { clients: Record<string, { transport?: { socket?: RawWebSocket } }> };

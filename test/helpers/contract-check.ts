@@ -54,6 +54,15 @@ export interface SentResponse {
   body: string | undefined;
 }
 
+const mediaTypeParts = (value: string) => value.split(';').map((part) => part.trim().toLowerCase());
+
+/** A Content-Type matches a declared media type of the same type that carries its parameters too (`text/plain; version=0.0.4`). */
+function matchesDeclared(contentType: string, declared: string): boolean {
+  const [type, ...parameters] = mediaTypeParts(declared);
+  const [sent, ...sentParameters] = mediaTypeParts(contentType);
+  return type === sent && parameters.every((p) => sentParameters.includes(p));
+}
+
 /** What is wrong with a response by openapi.yaml, or undefined. */
 export function contractProblem(r: SentResponse): string | undefined {
   const op = operations.get(`${r.method} ${r.routePath}`);
@@ -65,7 +74,7 @@ export function contractProblem(r: SentResponse): string | undefined {
   if (spec.contentTypes.length === 0) {
     return r.body ? `${where}: a body was sent where the spec declares none` : undefined;
   }
-  if (!spec.contentTypes.includes(mediaType)) {
+  if (!spec.contentTypes.some((declared) => matchesDeclared(r.contentType, declared))) {
     return `${where}: content type "${mediaType}" not declared (${spec.contentTypes.join(', ')})`;
   }
   if (mediaType !== 'application/json') return undefined;
