@@ -8,6 +8,7 @@ import * as m0005 from './migrations/0005_embedding_usage.ts';
 import * as m0006 from './migrations/0006_realtime.ts';
 import * as m0007 from './migrations/0007_realtime_delivery.ts';
 import * as m0008 from './migrations/0008_account_ownership.ts';
+import * as m0009 from './migrations/0009_account_disabling.ts';
 import type { Database } from './schema.ts';
 
 /** Every migration, in order. Listed by hand so that no file-system scan happens at start-up. */
@@ -20,6 +21,7 @@ export const migrations: Record<string, Migration> = {
   '0006_realtime': m0006,
   '0007_realtime_delivery': m0007,
   '0008_account_ownership': m0008,
+  '0009_account_disabling': m0009,
 };
 
 /**

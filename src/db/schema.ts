@@ -24,6 +24,8 @@ export interface UsersTable {
   metadata: ColumnType<Record<string, unknown>, Record<string, unknown> | undefined, Record<string, unknown>>;
   email_verified: ColumnType<boolean, boolean | undefined, boolean>;
   role: ColumnType<Role, Role | undefined, Role>;
+  /** When an administrator disabled the account; null while it is enabled. */
+  disabled_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   created_at: ColumnType<Date, Date | undefined, never>;
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }
