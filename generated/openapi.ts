@@ -1240,7 +1240,7 @@ export interface operations {
                      *       "database": "up",
                      *       "redis": "up",
                      *       "embeddingsBreaker": "closed",
-                     *       "version": "0.6.0",
+                     *       "version": "0.7.0",
                      *       "uptimeSeconds": 3612.4
                      *     }
                      */
