@@ -5,6 +5,8 @@ import type { ErrorBody } from './errors.ts';
 
 /** Total size of the request line and headers; larger requests get 431 (Node's default as well). */
 export const MAX_HEADER_BYTES = 16 * 1024;
+/** Header lines in a request; more get 431 too (Node's own limit since Node 22, not configurable). */
+export const MAX_HEADER_LINES = 1000;
 
 /**
  * Node checks its header and request timeouts on a timer, every 30 s by default: a slow client
@@ -63,7 +65,7 @@ function answerFor(err: NodeJS.ErrnoException): ErrorBody {
     case 'HPE_HEADER_OVERFLOW':
       return {
         error: 'HEADERS_TOO_LARGE',
-        message: `The request headers exceed ${MAX_HEADER_BYTES} bytes`,
+        message: `The request headers exceed ${MAX_HEADER_BYTES} bytes or ${MAX_HEADER_LINES} lines`,
         statusCode: 431,
       };
     default:

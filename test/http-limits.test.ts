@@ -149,6 +149,15 @@ t.test('slow clients are cut off', async (t) => {
     assertRawError(t, e.received, 431, 'HEADERS_TOO_LARGE');
   });
 
+  t.test('more than 1,000 header lines (each small): 431 HEADERS_TOO_LARGE; 1,000 pass', async (t) => {
+    const request = (lines: number) =>
+      `GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${Array.from({ length: lines - 2 }, (_, i) => `x-h${i}: v\r\n`).join('')}\r\n`;
+    const over = await slowClient(port, request(1001), undefined, 0, 10_000);
+    assertRawError(t, over.received, 431, 'HEADERS_TOO_LARGE');
+    const within = await slowClient(port, request(1000), undefined, 0, 10_000);
+    t.match(within.received, /^HTTP\/1\.1 200 /, '1,000 lines are accepted');
+  });
+
   t.test('a request that is not HTTP: 400 INVALID_INPUT', async (t) => {
     const e = await slowClient(port, 'HELLO THERE\r\n\r\n', undefined, 0, 10_000);
     assertRawError(t, e.received, 400, 'INVALID_INPUT');
