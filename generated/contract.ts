@@ -34,6 +34,30 @@ export const operations = {
     "bodyRequired": true,
     "bodyLimit": 16384
   },
+  "deleteUsers": {
+    "method": "DELETE",
+    "path": "/api/auth/users",
+    "tag": "users",
+    "secured": true,
+    "bodyRequired": true,
+    "bodyLimit": 16384
+  },
+  "getUser": {
+    "method": "GET",
+    "path": "/api/auth/users/{userId}",
+    "tag": "users",
+    "secured": true,
+    "bodyRequired": false,
+    "bodyLimit": null
+  },
+  "updateUser": {
+    "method": "PATCH",
+    "path": "/api/auth/users/{userId}",
+    "tag": "users",
+    "secured": true,
+    "bodyRequired": true,
+    "bodyLimit": 16384
+  },
   "createSession": {
     "method": "POST",
     "path": "/api/auth/sessions",
@@ -53,6 +77,38 @@ export const operations = {
   "verifyEmail": {
     "method": "POST",
     "path": "/api/auth/email/verify",
+    "tag": "auth",
+    "secured": false,
+    "bodyRequired": true,
+    "bodyLimit": 16384
+  },
+  "sendOtpEmail": {
+    "method": "POST",
+    "path": "/api/auth/email/send-otp",
+    "tag": "auth",
+    "secured": false,
+    "bodyRequired": true,
+    "bodyLimit": 16384
+  },
+  "sendResetPasswordEmail": {
+    "method": "POST",
+    "path": "/api/auth/email/send-reset-password",
+    "tag": "auth",
+    "secured": false,
+    "bodyRequired": true,
+    "bodyLimit": 16384
+  },
+  "exchangeResetPasswordToken": {
+    "method": "POST",
+    "path": "/api/auth/email/exchange-reset-password-token",
+    "tag": "auth",
+    "secured": false,
+    "bodyRequired": true,
+    "bodyLimit": 16384
+  },
+  "resetPassword": {
+    "method": "POST",
+    "path": "/api/auth/email/reset-password",
     "tag": "auth",
     "secured": false,
     "bodyRequired": true,
@@ -87,6 +143,30 @@ export const operations = {
     "path": "/api/auth/sessions/current",
     "tag": "auth",
     "secured": true,
+    "bodyRequired": false,
+    "bodyLimit": null
+  },
+  "getProfile": {
+    "method": "GET",
+    "path": "/api/auth/profiles/{userId}",
+    "tag": "profiles",
+    "secured": true,
+    "bodyRequired": false,
+    "bodyLimit": null
+  },
+  "updateCurrentProfile": {
+    "method": "PATCH",
+    "path": "/api/auth/profiles/current",
+    "tag": "profiles",
+    "secured": true,
+    "bodyRequired": true,
+    "bodyLimit": 16384
+  },
+  "getPublicAuthConfig": {
+    "method": "GET",
+    "path": "/api/auth/public-config",
+    "tag": "auth",
+    "secured": false,
     "bodyRequired": false,
     "bodyLimit": null
   },
@@ -167,6 +247,7 @@ export const errorCodes = [
   "INVALID_CREDENTIALS",
   "EMAIL_NOT_VERIFIED",
   "USER_ALREADY_EXISTS",
+  "SIGN_UP_DISABLED",
   "UNAUTHORIZED",
   "TOKEN_EXPIRED",
   "SESSION_REVOKED",
@@ -177,6 +258,7 @@ export const errorCodes = [
   "REFRESH_TOKEN_REUSED",
   "NOT_FOUND",
   "CHANNEL_ALREADY_EXISTS",
+  "LAST_ADMIN",
   "METHOD_NOT_ALLOWED",
   "PAYLOAD_TOO_LARGE",
   "UNSUPPORTED_MEDIA_TYPE",

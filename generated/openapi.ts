@@ -111,12 +111,85 @@ export interface paths {
          *     `POST /api/auth/password`. A sign-up inside the 60-second gap between
          *     two emails to one address is recorded all the same; no email is sent
          *     for it, and the code already sent stays valid.
+         *
+         *     `redirectTo` (optional) is where the page of the emailed link sends
+         *     the person after confirming; it must be on the origin of the
+         *     service's redirect URL (`400 INVALID_INPUT` otherwise, see
+         *     `RedirectTo`). Without verification it is returned as the session's
+         *     `redirectTo`.
          */
         post: operations["createUser"];
-        delete?: never;
+        /**
+         * Delete users
+         * @description Deletes the accounts whose ids are given, with everything they own
+         *     (sessions, verifications, sign-in methods). **Administrators only**:
+         *     any other authenticated caller receives `403 FORBIDDEN`.
+         *
+         *     - `userIds` holds 1 to 100 ids (UUIDs; anything else is
+         *       `400 INVALID_INPUT`). An id given twice counts once; an id without
+         *       an account is simply not counted: `deletedCount` is the number of
+         *       accounts this call deleted.
+         *     - Every session of a deleted account ends at once: its access tokens
+         *       get `401 SESSION_REVOKED` on every instance within 2 seconds, its
+         *       refresh tokens stop working and its realtime sockets are
+         *       disconnected.
+         *     - The last enabled administrator cannot be deleted: when the call
+         *       would leave no enabled administrator, nothing is deleted and the
+         *       answer is `409 LAST_ADMIN`. Concurrent calls are serialised, so two
+         *       administrators deleting each other at once cannot both succeed.
+         *     - An administrator may delete their own account while another enabled
+         *       administrator remains.
+         */
+        delete: operations["deleteUsers"];
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/auth/users/{userId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a user
+         * @description Returns one account with its role and whether it is disabled.
+         *     **Administrators only**: any other authenticated caller receives
+         *     `403 FORBIDDEN`. An id without an account gets `404 NOT_FOUND`; an id
+         *     that is not a UUID gets `400 INVALID_INPUT`.
+         */
+        get: operations["getUser"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change a user's role, or disable or enable it
+         * @description Sets the account's `role` (`user` or `admin`) and/or whether it is
+         *     `disabled`. **Administrators only**: any other authenticated caller
+         *     receives `403 FORBIDDEN`.
+         *
+         *     - **Changing the role** ends every session of the account at once
+         *       (their access tokens carry the old role): the user signs in again.
+         *     - **Disabling** (`disabled: true`) ends every session of the account
+         *       at once: its access tokens get `401 SESSION_REVOKED` on every
+         *       instance within 2 seconds, its refresh tokens stop working and its
+         *       realtime sockets are disconnected. A disabled account cannot sign
+         *       in (it gets the answer of a wrong password, `401
+         *       INVALID_CREDENTIALS`), refresh, verify its address, reset its
+         *       password or sign in by email code. `disabled: false` enables it
+         *       again; its old sessions stay ended.
+         *     - The last enabled administrator cannot be demoted or disabled
+         *       (`409 LAST_ADMIN`, nothing changes). Concurrent calls are
+         *       serialised, so two administrators demoting each other at once
+         *       cannot leave none; a caller who is no longer an enabled
+         *       administrator when its call runs gets `403 FORBIDDEN`.
+         *     - Setting what is already set changes nothing and ends no session.
+         */
+        patch: operations["updateUser"];
         trace?: never;
     };
     "/api/auth/sessions": {
@@ -150,6 +223,26 @@ export interface paths {
          *       A successful sign-in clears the count; nothing is ever locked for
          *       good.
          *
+         *     **With an email code** (`method: "otp"`, after
+         *     `POST /api/auth/email/send-otp`): the 6-digit code signs in the
+         *     account with that address, with the same `client_type` rules.
+         *
+         *     - An address without an account becomes a verified account without
+         *       a password (`name`, when sent, becomes `profile.name`), unless the
+         *       service does not allow sign-ups (`ALLOW_SIGN_UP=false`): then the
+         *       answer is the one for a wrong code.
+         *     - An account whose address was not verified yet is verified by the
+         *       code, but no password that was waiting for it (or that it held) is
+         *       kept, and its earlier sessions end: the code proves the mailbox,
+         *       not who signed up before. The person sets a password with
+         *       `POST /api/auth/password`.
+         *     - A wrong, expired, used or voided code, an address without a code,
+         *       and a disabled account all get the same answer, `400 INVALID_OTP`.
+         *       A code dies after 5 wrong attempts, and each address takes at most
+         *       50 code attempts a day. Wrong codes also count as failed sign-ins
+         *       of the address (the back-off above), and the per-client limit of
+         *       sign-ins applies.
+         *
          *     See `client_type` for where the refresh token goes.
          */
         post: operations["createSession"];
@@ -178,6 +271,12 @@ export interface paths {
          *     is unknown, already verified, or waiting for verification, so the
          *     operation reveals nothing about which addresses are registered.
          *     Requests are rate-limited per client and per address.
+         *
+         *     `redirectTo` (optional) is where the page of the emailed link sends
+         *     the person after confirming; it must be on the origin of the
+         *     service's redirect URL (`400 INVALID_INPUT` otherwise, see
+         *     `RedirectTo`), and is checked before anything else, so its answer
+         *     reveals nothing about the address either.
          */
         post: operations["sendVerificationEmail"];
         delete?: never;
@@ -208,8 +307,11 @@ export interface paths {
          *        body and `refreshToken` is `null`.
          *     2. When `client_type` is `mobile` or `desktop`, `refreshToken` is
          *        returned in the body and `csrfToken` is `null`; no cookie is set.
-         *     3. `redirectTo` appears only when the service is configured with a
-         *        redirect URL.
+         *     3. `redirectTo` is the request's `redirectTo` when one was sent (the
+         *        page of the emailed link sends it when the link carries
+         *        `redirect_to`; it must be on the origin of the configured redirect
+         *        URL, `400 INVALID_INPUT` otherwise), else the configured redirect
+         *        URL; absent when neither exists.
          *     4. A 6-digit code is verified together with `email`; a 64-character hex
          *        magic-link token is verified on its own, without `email`. A code sent
          *        without `email`, or a link token sent with `email`, is rejected with
@@ -227,6 +329,162 @@ export interface paths {
          *     for a new email.
          */
         post: operations["verifyEmail"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/email/send-otp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Email a sign-in code
+         * @description Emails a 6-digit sign-in code to the address, for passwordless
+         *     sign-in: the client then calls `POST /api/auth/sessions` with
+         *     `{"method": "otp", "email", "otp"}`. The code is valid for 10 minutes,
+         *     works once, and dies after 5 wrong attempts; a new code voids the
+         *     previous one.
+         *
+         *     - An address with an account gets a code that signs that account in.
+         *     - An address without one gets a code that creates the account
+         *       (verified, without a password) when it is used, unless the service
+         *       does not allow sign-ups (`ALLOW_SIGN_UP=false`): then no email is
+         *       sent.
+         *     - A disabled account gets no email.
+         *
+         *     The answer is always `202` with the same body, and the service does
+         *     the same database work in every case (the email goes out after the
+         *     answer), so the operation reveals nothing about which addresses are
+         *     registered. Limits: per client (IP) as for verification emails, and
+         *     per address one email per 60 seconds and 10 per day (of which one
+         *     client causes at most 3), shared with every other email the service
+         *     sends to that address.
+         */
+        post: operations["sendOtpEmail"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/email/send-reset-password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Email a password-reset code and link
+         * @description Emails a 6-digit code and a link to reset the password of the account
+         *     with this address. Both are valid for 10 minutes and work once; the
+         *     code dies after 5 wrong attempts. The link carries its own
+         *     64-character hexadecimal token (not derived from the code). A new
+         *     email voids the code and link sent before.
+         *
+         *     - With the code, the client calls
+         *       `POST /api/auth/email/exchange-reset-password-token` for a reset
+         *       token, then `POST /api/auth/email/reset-password`.
+         *     - The link opens the service's reset page (`/auth/reset-password`),
+         *       where the person types the new password, or the app's page when
+         *       the service sets `RESET_PASSWORD_URL` (the token is then the
+         *       link's `token` query parameter, for `POST
+         *       /api/auth/email/reset-password`).
+         *
+         *     `redirectTo` (optional) is where the service's reset page offers to
+         *     go once the password is set; it must be on the origin of the
+         *     service's redirect URL (`400 INVALID_INPUT` otherwise, see
+         *     `RedirectTo`). It never changes where the link itself points.
+         *
+         *     The answer is always `202` with the same body, whether the address
+         *     is unknown, belongs to a disabled account (neither gets an email) or
+         *     to an account, and the service does the same database work in every
+         *     case (the email goes out after the answer). Limits: per client (IP)
+         *     as for verification emails, and per address as for every email the
+         *     service sends (one per 60 seconds, 10 per day, at most 3 of them
+         *     caused by one client).
+         */
+        post: operations["sendResetPasswordEmail"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/email/exchange-reset-password-token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Exchange a password-reset code for a reset token
+         * @description Checks the 6-digit code of a password-reset email and, when it is
+         *     right, spends it and returns a reset token: 64 hexadecimal
+         *     characters, stored only as a hash, valid for 10 minutes
+         *     (`expiresAt`) and usable once, with
+         *     `POST /api/auth/email/reset-password`.
+         *
+         *     A wrong, expired, used or voided code, a code of an account that has
+         *     been disabled, and an address without an account all get the same
+         *     answer, `400 INVALID_OTP`. Every attempt counts against the code
+         *     (5 wrong ones and it is dead) and against the address's daily code
+         *     attempts, whether or not the address has an account.
+         */
+        post: operations["exchangeResetPasswordToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/email/reset-password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Set a new password with a reset token
+         * @description Sets the account's password with a reset token: either the token of
+         *     the emailed link or the one returned by
+         *     `POST /api/auth/email/exchange-reset-password-token`, sent as `otp`.
+         *     The new password follows the sign-up rules (8 to 256 characters).
+         *
+         *     A reset:
+         *
+         *     - sets the new password and marks the address verified (the mailbox
+         *       was proven);
+         *     - ends every session of the account at once: their access tokens
+         *       get `401 SESSION_REVOKED` on every instance within 2 seconds, and
+         *       their realtime sockets are disconnected;
+         *     - deletes the account's other reset codes and tokens, its sign-in
+         *       codes and its pending verification codes and links, with any
+         *       competing sign-up that was waiting for verification;
+         *     - clears the sign-in back-off of the address.
+         *
+         *     No session is opened: the person signs in with the new password.
+         *
+         *     An unknown, expired or already used token, and a token of an account
+         *     that has been disabled, all get the same answer, `400 INVALID_OTP`.
+         *     Of two resets sent at once with one token, exactly one succeeds.
+         */
+        post: operations["resetPassword"];
         delete?: never;
         options?: never;
         head?: never;
@@ -253,8 +511,9 @@ export interface paths {
          *       or mismatching header is answered with `403 CSRF_INVALID`. The new
          *       refresh token is set in the cookie.
          *     - **Mobile and desktop**: the refresh token is sent in the body as
-         *       `refreshToken`, and the new one comes back in the body. No cookie
-         *       and no CSRF header are involved.
+         *       `refreshToken` (or `refresh_token`; both names may be sent only
+         *       with the same token, `400 INVALID_INPUT` otherwise), and the new one
+         *       comes back in the body. No cookie and no CSRF header are involved.
          *
          *     A missing, unknown, expired or revoked refresh token gets
          *     `401 REFRESH_TOKEN_INVALID`. A refresh token that was already
@@ -280,11 +539,24 @@ export interface paths {
         put?: never;
         /**
          * Log out
-         * @description Revokes the session that the refresh token belongs to, on the server.
-         *     The refresh token is presented the same way as for
-         *     `POST /api/auth/refresh`: web clients send the cookie and the
-         *     `X-CSRF-Token` header; mobile and desktop clients send `refreshToken`
-         *     in the body. For web clients the answer clears the cookie.
+         * @description Revokes a session on the server, named in one of two ways:
+         *
+         *     - **By its refresh token**, presented the same way as for
+         *       `POST /api/auth/refresh`: web clients send the cookie and the
+         *       `X-CSRF-Token` header; mobile and desktop clients send
+         *       `refreshToken` (or `refresh_token`) in the body.
+         *     - **By an access token**, when no refresh token is presented (no
+         *       body, or `{}`, and for web no cookie): `Authorization: Bearer
+         *       <accessToken>` ends the session that token belongs to, whatever its
+         *       client type. The token must pass the same checks as on any Bearer
+         *       operation (`401 UNAUTHORIZED`, `TOKEN_EXPIRED` or, for a session
+         *       that has already ended, `SESSION_REVOKED`). No CSRF header is
+         *       needed: browsers never attach an Authorization header by
+         *       themselves.
+         *
+         *     A refresh token, when one is presented, decides; the
+         *     `Authorization` header is then not looked at. For web clients the
+         *     answer clears the cookie.
          *
          *     Access tokens of the session are refused from then on, by every
          *     instance within 2 seconds (`401 SESSION_REVOKED`), and its realtime
@@ -338,6 +610,102 @@ export interface paths {
          *     client refreshes the session and retries.
          */
         get: operations["getCurrentSession"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/profiles/{userId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a user's public profile
+         * @description Returns the public part of an account: its id and its profile
+         *     (`name`, `avatar_url` and the free-form fields its owner set), and
+         *     nothing else (no email address, role or dates). Any signed-in user
+         *     may read any profile.
+         *
+         *     An id without an account, an id that is not a UUID and the id of a
+         *     disabled account all get the same answer, `404 NOT_FOUND`.
+         */
+        get: operations["getProfile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/profiles/current": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Update the signed-in user's profile
+         * @description Merges `profile` into the signed-in user's profile and returns the
+         *     result (a JSON merge patch: fields sent replace the stored ones,
+         *     fields not sent are kept, a field sent as `null` is removed; `name`
+         *     and `avatar_url` then read `null`).
+         *
+         *     - `name`: 1 to 100 characters. `avatar_url`: an `http://` or
+         *       `https://` URL of at most 2048 characters.
+         *     - Free-form fields: names of 1 to 64 letters, digits and `_`,
+         *       starting with a letter; values are strings (at most 1000
+         *       characters), numbers or booleans (no objects or arrays).
+         *     - The stored profile holds at most 50 fields and 4096 bytes of JSON
+         *       (UTF-8) after the merge; a patch that would exceed either is
+         *       refused as a whole with `400 INVALID_INPUT`.
+         *     - Account fields cannot be set here: `id`, `email`, `role`,
+         *       `password`, `emailVerified`, `metadata`, `providers`, `createdAt`,
+         *       `updatedAt`, `disabled` and their other spellings (any case, with
+         *       or without `_`) are refused with `400 INVALID_INPUT`.
+         *
+         *     The new profile shows at once in `GET /api/auth/profiles/{userId}`,
+         *     the current session, the user directory and every later session
+         *     result.
+         */
+        patch: operations["updateCurrentProfile"];
+        trace?: never;
+    };
+    "/api/auth/public-config": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the public auth configuration
+         * @description What a sign-in page needs to know about this service, without
+         *     authentication: the OAuth providers it offers (none yet), whether
+         *     addresses must be verified before signing in, the password rules it
+         *     enforces, how verification and password-reset emails are used, whether
+         *     sign-ups are open, and where its links lead.
+         *
+         *     The answer depends on the service's configuration only. It carries an
+         *     `ETag` and `Cache-Control: public, no-cache`: caches may keep it but
+         *     must revalidate, so a changed configuration shows at once. A request
+         *     whose `If-None-Match` names the current `ETag` gets `304` without a
+         *     body.
+         */
+        get: operations["getPublicAuthConfig"];
         put?: never;
         post?: never;
         delete?: never;
@@ -566,13 +934,14 @@ export interface components {
          *     | Code | Status | Meaning |
          *     |---|---|---|
          *     | `INVALID_INPUT` | 400 | The request does not match the contract: a missing, malformed or unknown field, or a parameter out of range. |
-         *     | `INVALID_OTP` | 400 | The verification code or magic-link token is wrong, expired, already used or unknown. |
+         *     | `INVALID_OTP` | 400 | The verification, sign-in or password-reset code, magic-link token or reset token is wrong, expired, already used or unknown (or belongs to a disabled account). |
          *     | `INVALID_CREDENTIALS` | 401 | Sign-in failed: the email address or the password is wrong (the two are not told apart). |
          *     | `EMAIL_NOT_VERIFIED` | 403 | Sign-in with the right password of an account created while verification was not required, whose address is not verified yet. |
          *     | `USER_ALREADY_EXISTS` | 409 | Sign-up without verification for an address that already has an account. |
+         *     | `SIGN_UP_DISABLED` | 403 | Sign-up is refused: the service does not allow sign-ups (`ALLOW_SIGN_UP=false`). |
          *     | `UNAUTHORIZED` | 401 | The access token is missing, malformed or invalid. |
          *     | `TOKEN_EXPIRED` | 401 | The access token has expired; refresh the session and retry. |
-         *     | `SESSION_REVOKED` | 401 | The session the access token belongs to has ended (logout, refresh-token reuse, a password change); sign in again. |
+         *     | `SESSION_REVOKED` | 401 | The session the access token belongs to has ended (logout, refresh-token reuse, a password change, the account's role changed, disabled or deleted); sign in again. |
          *     | `PASSWORD_INCORRECT` | 403 | Changing the password: `currentPassword` is missing or wrong. |
          *     | `FORBIDDEN` | 403 | The caller is authenticated but lacks the role the operation needs. |
          *     | `CSRF_INVALID` | 403 | A web client's `X-CSRF-Token` header is missing or does not match the session. |
@@ -580,6 +949,7 @@ export interface components {
          *     | `REFRESH_TOKEN_REUSED` | 401 | An already exchanged refresh token was presented again; the whole session has been revoked. |
          *     | `NOT_FOUND` | 404 | No route or resource matches the request. |
          *     | `CHANNEL_ALREADY_EXISTS` | 409 | A realtime channel with this pattern exists already. |
+         *     | `LAST_ADMIN` | 409 | Deleting, demoting or disabling accounts would leave no enabled administrator; nothing was changed. |
          *     | `METHOD_NOT_ALLOWED` | 405 | The path exists but does not accept this HTTP method. |
          *     | `PAYLOAD_TOO_LARGE` | 413 | The request body exceeds the size limit. |
          *     | `UNSUPPORTED_MEDIA_TYPE` | 415 | The request body is not `application/json`. |
@@ -591,10 +961,10 @@ export interface components {
          *     | `INTERNAL_ERROR` | 500 | An unexpected failure; no details are revealed. |
          *     | `SERVICE_UNAVAILABLE` | 503 | A dependency is not available: the database, the embedding provider (paused after repeated failures) or the embeddings configuration. |
          *     | `REQUEST_TIMEOUT` | 408 | The request's headers or body did not arrive in time; the connection is closed. Sent by the HTTP layer, before any operation. |
-         *     | `HEADERS_TOO_LARGE` | 431 | The request's headers exceed 16 KiB; the connection is closed. Sent by the HTTP layer, before any operation. |
+         *     | `HEADERS_TOO_LARGE` | 431 | The request's headers exceed 16 KiB or 1,000 lines; the connection is closed. Sent by the HTTP layer, before any operation. |
          * @enum {string}
          */
-        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "UNAUTHORIZED" | "TOKEN_EXPIRED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
+        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "TOKEN_EXPIRED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
         /**
          * @description The body of every error response.
          * @example {
@@ -643,12 +1013,23 @@ export interface components {
             /** @description Seconds since the process started. */
             uptimeSeconds: number;
         };
-        /** @description Public profile of a user. */
+        /**
+         * @description Public profile of a user: `name` and `avatar_url` (always present,
+         *     `null` when not set) and the free-form fields the user set with
+         *     `PATCH /api/auth/profiles/current`: at most 50 fields in all, within
+         *     4096 bytes of JSON, each named by 1 to 64 letters, digits and `_`,
+         *     each a string, a number or a boolean.
+         */
         Profile: {
             /** @description Display name; `null` when none was given. */
             name: string | null;
-            /** @description Address of the user's avatar image; `null` when there is none. */
+            /**
+             * Format: uri
+             * @description Address (`http://` or `https://`) of the user's avatar image; `null` when there is none.
+             */
             avatar_url: string | null;
+        } & {
+            [key: string]: string | number | boolean;
         };
         /** @description A user account. */
         User: {
@@ -717,7 +1098,7 @@ export interface components {
             refreshToken: string | null;
             /**
              * Format: uri
-             * @description Where the client should go next. Present only when the service is configured with a redirect URL.
+             * @description Where the client should go next. The `redirectTo` of the request when it sent an allowed one (sign-up without verification, verification), else the service's configured redirect URL; absent when neither exists.
              */
             redirectTo?: string;
         };
@@ -731,18 +1112,111 @@ export interface components {
             password: string;
             /** @description Display name, stored as `profile.name`. */
             name?: string;
+            redirectTo?: components["schemas"]["RedirectTo"];
         };
+        /**
+         * Format: uri
+         * @description Where the verification link's page sends the person once the address
+         *     is confirmed (the emailed link carries it as `redirect_to`, and
+         *     `POST /api/auth/email/verify` returns it as `redirectTo`). Accepted
+         *     only on the origin (scheme, host and port) of the service's
+         *     configured redirect URL (`AUTH_REDIRECT_URL`), without user
+         *     information; any other value, or any value when no redirect URL is
+         *     configured, is refused with `400 INVALID_INPUT`, so the service never
+         *     redirects to an address a caller chose. Without it the page goes to
+         *     the configured redirect URL, as before.
+         * @example https://app.example.com/welcome
+         */
+        RedirectTo: string;
         SignUpAccepted: {
             /**
              * @description Always `true`; the client continues with email verification.
              * @constant
              */
             requireEmailVerification: true;
+            /** @description Always `null`; no session exists until the address is verified. */
+            accessToken: null;
         };
         SignInRequest: {
             /** Format: email */
             email: string;
             password: string;
+            /**
+             * @description Optional; `password` is the only value for a password sign-in (the default when absent).
+             * @constant
+             */
+            method?: "password";
+        };
+        /** @description Sign-in with the 6-digit code from `POST /api/auth/email/send-otp`. */
+        OtpSignInRequest: {
+            /** @constant */
+            method: "otp";
+            /** Format: email */
+            email: string;
+            /** @description The 6-digit code from the email. */
+            otp: string;
+            /** @description Display name (`profile.name`) of the account, used only when the code creates it. */
+            name?: string;
+        };
+        /**
+         * @description A password sign-in (`SignInRequest`: `method` absent or `password`)
+         *     or an email-code sign-in (`OtpSignInRequest`: `method: otp`).
+         */
+        CreateSessionRequest: components["schemas"]["OtpSignInRequest"] | components["schemas"]["SignInRequest"];
+        SendOtpRequest: {
+            /**
+             * Format: email
+             * @description The address to send the sign-in code to.
+             */
+            email: string;
+        };
+        SendResetPasswordRequest: {
+            /**
+             * Format: email
+             * @description The address of the account whose password is to be reset.
+             */
+            email: string;
+            redirectTo?: components["schemas"]["RedirectTo"];
+        };
+        CodeEmailAccepted: {
+            /**
+             * @description Always `true`, whether or not an email was sent.
+             * @constant
+             */
+            success: true;
+            /** @description A fixed message that is the same whether or not an email was sent. */
+            message: string;
+        };
+        ExchangeResetPasswordTokenRequest: {
+            /**
+             * Format: email
+             * @description The address the reset email was sent to.
+             */
+            email: string;
+            /** @description The 6-digit code from the reset email. */
+            code: string;
+        };
+        ResetPasswordToken: {
+            /** @description The reset token, for `POST /api/auth/email/reset-password` (as `otp`). Usable once. */
+            token: string;
+            /**
+             * Format: date-time
+             * @description When the reset token stops working (RFC 3339, UTC).
+             */
+            expiresAt: string;
+        };
+        ResetPasswordRequest: {
+            /** @description The new password, 8 to 256 characters. */
+            newPassword: string;
+            /**
+             * @description The reset token: the `token` of the emailed link, or the `token`
+             *     returned by `POST /api/auth/email/exchange-reset-password-token`.
+             */
+            otp: string;
+        };
+        PasswordResetDone: {
+            /** @description A fixed message; no session is opened. */
+            message: string;
         };
         ChangePasswordRequest: {
             /** @description The account's password; required when it has one. */
@@ -762,6 +1236,7 @@ export interface components {
              * @description The address being verified. Required with a 6-digit code; must be omitted with a magic-link token.
              */
             email?: string;
+            redirectTo?: components["schemas"]["RedirectTo"];
         };
         SendVerificationRequest: {
             /**
@@ -769,18 +1244,184 @@ export interface components {
              * @description The address to send the verification email to.
              */
             email: string;
+            redirectTo?: components["schemas"]["RedirectTo"];
         };
         VerificationEmailAccepted: {
+            /**
+             * @description Always `true`, whether or not an email was sent.
+             * @constant
+             */
+            success: true;
             /** @description A fixed message that is the same whether or not an email was sent. */
             message: string;
         };
-        /** @description Body of refresh and logout. Mobile and desktop clients send `refreshToken`; web clients send no body (or `{}`), because their token is in the cookie. */
+        /**
+         * @description Body of refresh and logout. Mobile and desktop clients send the
+         *     refresh token as `refreshToken` or as `refresh_token` (the same token
+         *     under either name; when both are sent they must be equal, or the
+         *     answer is `400 INVALID_INPUT`); web clients send no body (or `{}`),
+         *     because their token is in the cookie, and any body token is ignored.
+         */
         RefreshRequest: {
             /** @description The refresh token received with the session (mobile and desktop clients). */
             refreshToken?: string;
+            /** @description The same as `refreshToken`, under the name some clients send. */
+            refresh_token?: string;
         };
         CurrentSession: {
             user: components["schemas"]["User"];
+        };
+        /**
+         * @description The name of a profile field: 1 to 64 letters, digits and `_`,
+         *     starting with a letter. Names of account fields are refused (those
+         *     listed here, and the same names in any case, with or without `_`).
+         */
+        ProfileFieldName: string;
+        /**
+         * @description Fields to merge into the profile; `null` removes a field. After the
+         *     merge the profile holds at most 50 fields and 4096 bytes of JSON.
+         */
+        ProfileUpdate: {
+            /** @description Display name; `null` removes it. */
+            name?: string | null;
+            /**
+             * Format: uri
+             * @description An `http://` or `https://` URL of the avatar image; `null` removes it.
+             */
+            avatar_url?: string | null;
+        } & {
+            [key: string]: string | number | boolean | null;
+        };
+        UpdateProfileRequest: {
+            profile: components["schemas"]["ProfileUpdate"];
+        };
+        /** @description The public part of an account. */
+        UserProfile: {
+            /**
+             * Format: uuid
+             * @description Identifier of the user.
+             */
+            id: string;
+            profile: components["schemas"]["Profile"];
+        };
+        /** @description A user account as administrators see it, with its role and whether it is disabled. */
+        AdminUser: {
+            /**
+             * Format: uuid
+             * @description Identifier of the user.
+             */
+            id: string;
+            /**
+             * Format: email
+             * @description Email address of the user, in lower case.
+             */
+            email: string;
+            profile: components["schemas"]["Profile"];
+            /** @description Free-form object for application data about the user. Empty when nothing was stored. */
+            metadata: {
+                [key: string]: unknown;
+            };
+            /** @description Whether the email address has been verified. */
+            emailVerified: boolean;
+            /** @description The ways the user can sign in (`email` for a password or an emailed code); clients should tolerate unknown values. */
+            providers: string[];
+            /**
+             * Format: date-time
+             * @description When the account was created (RFC 3339, UTC).
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the account was last changed (RFC 3339, UTC).
+             */
+            updatedAt: string;
+            /**
+             * @description `admin` may use the administrators' operations.
+             * @enum {string}
+             */
+            role: "user" | "admin";
+            /** @description Whether an administrator disabled the account (it cannot sign in or keep a session). */
+            disabled: boolean;
+            /**
+             * Format: date-time
+             * @description When the account was disabled; `null` while it is enabled.
+             */
+            disabledAt: string | null;
+        };
+        UpdateUserRequest: {
+            /**
+             * @description The account's new role.
+             * @enum {string}
+             */
+            role?: "user" | "admin";
+            /** @description `true` disables the account and ends its sessions; `false` enables it again. */
+            disabled?: boolean;
+        };
+        DeleteUsersRequest: {
+            /** @description The ids of the accounts to delete (1 to 100; an id given twice counts once). */
+            userIds: string[];
+        };
+        DeleteUsersResult: {
+            /** @description A sentence saying how many accounts were deleted. */
+            message: string;
+            /** @description The number of accounts this call deleted (ids without an account are not counted). */
+            deletedCount: number;
+        };
+        /**
+         * @description The service's auth configuration as a sign-in page needs it (the shape
+         *     of InsForge's `getPublicAuthConfig`, plus the password's maximum
+         *     length and the addresses links lead to).
+         */
+        PublicAuthConfig: {
+            /** @description The built-in OAuth providers one can sign in with. Empty for now (OAuth is not offered yet). */
+            oAuthProviders: ("google" | "github" | "discord" | "linkedin" | "facebook" | "instagram" | "tiktok" | "apple" | "x" | "spotify" | "microsoft")[];
+            /** @description Other OAuth providers, by key. Empty for now. */
+            customOAuthProviders: string[];
+            /** @description Whether an address must be verified before its account signs in (`REQUIRE_EMAIL_VERIFICATION`). */
+            requireEmailVerification: boolean;
+            /** @description The fewest characters a password may have (sign-up, password change and reset). */
+            passwordMinLength: number;
+            /** @description The most characters a password may have. */
+            passwordMaxLength: number;
+            /** @description Whether a password must contain a digit (never; only its length is checked). */
+            requireNumber: boolean;
+            /** @description Whether a password must contain a lower-case letter (never). */
+            requireLowercase: boolean;
+            /** @description Whether a password must contain an upper-case letter (never). */
+            requireUppercase: boolean;
+            /** @description Whether a password must contain a character other than a letter or digit (never). */
+            requireSpecialChar: boolean;
+            /**
+             * @description How a verification email is meant to be used. Always `code`: every
+             *     verification email carries a 6-digit code to type in the app, and
+             *     also a link that verifies on its own.
+             * @enum {string}
+             */
+            verifyEmailMethod: "code" | "link";
+            /**
+             * @description How a password-reset email is meant to be used. Always `code`: the
+             *     email carries a 6-digit code (exchanged for a reset token in the
+             *     app), and also a link to a page where the new password is typed.
+             * @enum {string}
+             */
+            resetPasswordMethod: "code" | "link";
+            /** @description Whether new accounts cannot be created (`ALLOW_SIGN_UP=false`). */
+            disableSignup: boolean;
+            /**
+             * Format: uri
+             * @description Where the service's pages send a person after verifying an address (`AUTH_REDIRECT_URL`); the origin that `redirectTo` values must be on. `null` when none is configured.
+             */
+            redirectUrl: string | null;
+            /**
+             * Format: uri
+             * @description The page that verification links open (`EMAIL_VERIFY_URL`).
+             */
+            verifyEmailUrl: string;
+            /**
+             * Format: uri
+             * @description The page that password-reset links open (`RESET_PASSWORD_URL`).
+             */
+            resetPasswordUrl: string;
         };
         EmbeddingsRequest: {
             /** @description Identifier of the embedding model; must be one the service allows. */
@@ -960,7 +1601,8 @@ export interface components {
          * @description `UNAUTHORIZED`: the access token is missing, malformed or invalid.
          *     `TOKEN_EXPIRED`: the access token has expired; refresh the session and
          *     retry. `SESSION_REVOKED`: the session of the access token has ended
-         *     (logout, refresh-token reuse, a password change); sign in again.
+         *     (logout, refresh-token reuse, a password change, an administrator
+         *     changing the account's role, disabling or deleting it); sign in again.
          */
         Unauthorized: {
             headers: {
@@ -1018,6 +1660,38 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description `NOT_FOUND`: no account has this id (or the caller may not see it). */
+        UserNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "NOT_FOUND",
+                 *       "message": "No such user",
+                 *       "statusCode": 404
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `LAST_ADMIN`: the call would leave no enabled administrator (deleting, demoting or disabling the last one); nothing was changed. */
+        LastAdmin: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "LAST_ADMIN",
+                 *       "message": "This would leave no enabled administrator",
+                 *       "statusCode": 409
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /**
          * @description `PAYLOAD_TOO_LARGE`: the request body exceeds the size limit of the
          *     operation, given in bytes by the operation's `x-body-limit` (16 KiB for
@@ -1052,6 +1726,20 @@ export interface components {
                  *       "statusCode": 415
                  *     }
                  */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description `INVALID_INPUT`: the body is malformed. `INVALID_OTP`: the code or
+         *     token is wrong, expired, already used or unknown, or belongs to an
+         *     address without an account or to a disabled account (these are not
+         *     told apart).
+         */
+        InvalidOtp: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -1180,6 +1868,8 @@ export interface components {
         Search: string;
         /** @description The channel's id. */
         ChannelId: string;
+        /** @description The user's id. */
+        UserId: string;
         /**
          * @description The `csrfToken` returned with the session. Required for web clients
          *     (whose refresh token travels in the cookie); ignored for mobile and
@@ -1209,6 +1899,16 @@ export interface components {
          * @example refresh_token=; Max-Age=0; Path=/api/auth; HttpOnly; Secure; SameSite=Lax
          */
         ClearRefreshCookie: string;
+        /**
+         * @description An opaque tag of this configuration; it changes whenever the configuration does. Send it back in `If-None-Match`.
+         * @example "k3Xq9mB2vT0c"
+         */
+        PublicConfigETag: string;
+        /**
+         * @description `public, no-cache`: caches may keep the answer but must revalidate it (with `If-None-Match`) before using it.
+         * @example public, no-cache
+         */
+        PublicConfigCacheControl: string;
         /**
          * @description Number of seconds to wait before retrying.
          * @example 60
@@ -1426,7 +2126,8 @@ export interface operations {
                  * @example {
                  *       "email": "ada@example.com",
                  *       "password": "correct horse battery staple",
-                 *       "name": "Ada Lovelace"
+                 *       "name": "Ada Lovelace",
+                 *       "redirectTo": "https://app.example.com/welcome"
                  *     }
                  */
                 "application/json": components["schemas"]["SignUpRequest"];
@@ -1458,13 +2159,34 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "requireEmailVerification": true
+                     *       "requireEmailVerification": true,
+                     *       "accessToken": null
                      *     }
                      */
                     "application/json": components["schemas"]["SignUpAccepted"];
                 };
             };
             400: components["responses"]["BadRequest"];
+            /**
+             * @description `SIGN_UP_DISABLED`: the service does not allow sign-ups
+             *     (`ALLOW_SIGN_UP=false`). The same answer for every address; no
+             *     account is created and no email is sent.
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "SIGN_UP_DISABLED",
+                     *       "message": "Sign-ups are disabled on this service",
+                     *       "statusCode": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /**
              * @description `USER_ALREADY_EXISTS`: an account with this email address already
              *     exists. Only given when email verification is not required.
@@ -1487,6 +2209,158 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteUsers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "userIds": [
+                 *         "3f1c9a2e-7b4d-4e8a-9c21-5d6e7f8a9b0c",
+                 *         "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["DeleteUsersRequest"];
+            };
+        };
+        responses: {
+            /** @description The accounts that existed are deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": "2 users deleted",
+                     *       "deletedCount": 2
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DeleteUsersResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["LastAdmin"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The user's id. */
+                userId: components["parameters"]["UserId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The account. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "3f1c9a2e-7b4d-4e8a-9c21-5d6e7f8a9b0c",
+                     *       "email": "ada@example.com",
+                     *       "profile": {
+                     *         "name": "Ada Lovelace",
+                     *         "avatar_url": "https://cdn.example.com/avatars/ada.png",
+                     *         "bio": "Analyst"
+                     *       },
+                     *       "metadata": {},
+                     *       "emailVerified": true,
+                     *       "providers": [
+                     *         "email"
+                     *       ],
+                     *       "createdAt": "2025-03-14T09:26:53.589Z",
+                     *       "updatedAt": "2025-03-14T09:31:07.220Z",
+                     *       "role": "user",
+                     *       "disabled": false,
+                     *       "disabledAt": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminUser"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The user's id. */
+                userId: components["parameters"]["UserId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateUserRequest"];
+            };
+        };
+        responses: {
+            /** @description The account as updated. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "3f1c9a2e-7b4d-4e8a-9c21-5d6e7f8a9b0c",
+                     *       "email": "ada@example.com",
+                     *       "profile": {
+                     *         "name": "Ada Lovelace",
+                     *         "avatar_url": null
+                     *       },
+                     *       "metadata": {},
+                     *       "emailVerified": true,
+                     *       "providers": [
+                     *         "email"
+                     *       ],
+                     *       "createdAt": "2025-03-14T09:26:53.589Z",
+                     *       "updatedAt": "2025-03-16T08:00:00.000Z",
+                     *       "role": "user",
+                     *       "disabled": true,
+                     *       "disabledAt": "2025-03-16T08:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminUser"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            409: components["responses"]["LastAdmin"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -1515,13 +2389,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "email": "ada@example.com",
-                 *       "password": "correct horse battery staple"
-                 *     }
-                 */
-                "application/json": components["schemas"]["SignInRequest"];
+                "application/json": components["schemas"]["CreateSessionRequest"];
             };
         };
         responses: {
@@ -1535,7 +2403,19 @@ export interface operations {
                     "application/json": components["schemas"]["SessionResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /**
+             * @description `INVALID_INPUT`: the body is malformed. `INVALID_OTP` (email code
+             *     sign-in): the code is wrong, expired, used or voided, the address
+             *     has no code, or the account is disabled.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description `INVALID_CREDENTIALS`: the email address or the password is wrong. */
             401: {
                 headers: {
@@ -1586,7 +2466,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "email": "ada@example.com"
+                 *       "email": "ada@example.com",
+                 *       "redirectTo": "https://app.example.com/welcome"
                  *     }
                  */
                 "application/json": components["schemas"]["SendVerificationRequest"];
@@ -1601,6 +2482,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "success": true,
                      *       "message": "If the address belongs to an account that still needs verification, an email is on its way."
                      *     }
                      */
@@ -1666,6 +2548,166 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    sendOtpEmail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com"
+                 *     }
+                 */
+                "application/json": components["schemas"]["SendOtpRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted. A code is emailed only when the address may sign in (see above). */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "If sign-in by email code is available for this address, a code is on its way."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CodeEmailAccepted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    sendResetPasswordEmail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SendResetPasswordRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted. An email is sent only when the address belongs to an account that is not disabled. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "If the address belongs to an account, an email with a reset code and link is on its way."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CodeEmailAccepted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    exchangeResetPasswordToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com",
+                 *       "code": "482913"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ExchangeResetPasswordTokenRequest"];
+            };
+        };
+        responses: {
+            /** @description The code was right; it is spent. The reset token is valid until `expiresAt`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "token": "9f2c4e1a7b3d5f60182a4c6e8b0d2f4169c3e5a7b9d1f30527496b8dacef1032",
+                     *       "expiresAt": "2025-03-14T09:36:53.589Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ResetPasswordToken"];
+                };
+            };
+            400: components["responses"]["InvalidOtp"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    resetPassword: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "newPassword": "a new and longer passphrase",
+                 *       "otp": "9f2c4e1a7b3d5f60182a4c6e8b0d2f4169c3e5a7b9d1f30527496b8dacef1032"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ResetPasswordRequest"];
+            };
+        };
+        responses: {
+            /** @description The password is set; every session of the account has ended. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": "Your password has been reset. Sign in with the new password."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PasswordResetDone"];
+                };
+            };
+            400: components["responses"]["InvalidOtp"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -1817,19 +2859,18 @@ export interface operations {
                 content?: never;
             };
             400: components["responses"]["BadRequest"];
-            /** @description `REFRESH_TOKEN_INVALID`: the refresh token is missing, unknown, expired or already revoked. */
+            /**
+             * @description `REFRESH_TOKEN_INVALID`: no refresh token and no access token was
+             *     presented, or the refresh token is unknown, expired or already
+             *     revoked. Logging out by access token: `UNAUTHORIZED` (the token is
+             *     not valid), `TOKEN_EXPIRED`, or `SESSION_REVOKED` (its session has
+             *     already ended).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "error": "REFRESH_TOKEN_INVALID",
-                     *       "message": "The refresh token is missing, expired or revoked",
-                     *       "statusCode": 401
-                     *     }
-                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -1940,6 +2981,142 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getProfile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The user's id (a UUID; anything else is answered `404 NOT_FOUND`). */
+                userId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The user's id and public profile. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "3f1c9a2e-7b4d-4e8a-9c21-5d6e7f8a9b0c",
+                     *       "profile": {
+                     *         "name": "Ada Lovelace",
+                     *         "avatar_url": "https://cdn.example.com/avatars/ada.png",
+                     *         "bio": "Analyst",
+                     *         "birth_year": 1815
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UserProfile"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["UserNotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateCurrentProfile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateProfileRequest"];
+            };
+        };
+        responses: {
+            /** @description The user's id and the profile as stored after the merge. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "3f1c9a2e-7b4d-4e8a-9c21-5d6e7f8a9b0c",
+                     *       "profile": {
+                     *         "name": "Ada Lovelace",
+                     *         "avatar_url": "https://cdn.example.com/avatars/ada.png",
+                     *         "bio": "Analyst"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UserProfile"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getPublicAuthConfig: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The `ETag` of an answer the client keeps (a list of them, or `*`); at most 1024 characters.
+                 * @example "3q2-7w"
+                 */
+                "If-None-Match"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The public configuration. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["PublicConfigETag"];
+                    "Cache-Control": components["headers"]["PublicConfigCacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "oAuthProviders": [],
+                     *       "customOAuthProviders": [],
+                     *       "requireEmailVerification": true,
+                     *       "passwordMinLength": 8,
+                     *       "passwordMaxLength": 256,
+                     *       "requireNumber": false,
+                     *       "requireLowercase": false,
+                     *       "requireUppercase": false,
+                     *       "requireSpecialChar": false,
+                     *       "verifyEmailMethod": "code",
+                     *       "resetPasswordMethod": "code",
+                     *       "disableSignup": false,
+                     *       "redirectUrl": "https://app.example.com/welcome",
+                     *       "verifyEmailUrl": "https://accounts.example.com/auth/verify-email",
+                     *       "resetPasswordUrl": "https://accounts.example.com/auth/reset-password"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PublicAuthConfig"];
+                };
+            };
+            /** @description The configuration has not changed since the answer whose `ETag` the request named. */
+            304: {
+                headers: {
+                    ETag: components["headers"]["PublicConfigETag"];
+                    "Cache-Control": components["headers"]["PublicConfigCacheControl"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            500: components["responses"]["InternalError"];
         };
     };
     createEmbeddings: {

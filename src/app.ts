@@ -7,6 +7,7 @@ import { jwtOptions } from './auth/access-token.ts';
 import { createAuthService } from './auth/auth-service.ts';
 import { deriveKeys } from './auth/crypto.ts';
 import { startAuthHousekeeping } from './auth/housekeeping.ts';
+import { registerResetPasswordPage } from './auth/reset-password-page.ts';
 import { createSessionRevocations } from './auth/session-revocations.ts';
 import { createSignInThrottle } from './auth/sign-in-throttle.ts';
 import { resolveJwtSecret } from './auth/signing-key.ts';
@@ -195,6 +196,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
 
   await registerContractDocs(app);
   registerVerifyEmailPage(app);
+  await registerResetPasswordPage(app, { auth, config });
   await registerContractRoutes(app, ctx);
 
   return app;

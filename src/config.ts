@@ -63,6 +63,8 @@ const envSchema = z.object({
   PUBLIC_URL: httpUrl.optional(),
   EMAIL_VERIFY_URL: httpUrl.optional(),
   AUTH_REDIRECT_URL: httpUrl.optional(),
+  RESET_PASSWORD_URL: httpUrl.optional(),
+  ALLOW_SIGN_UP: flag.default(true),
   REQUIRE_EMAIL_VERIFICATION: flag.default(true),
   EMAIL_OTP_TTL_SECONDS: seconds.default(10 * 60),
   EMAIL_LINK_TTL_SECONDS: seconds.default(10 * 60),
@@ -174,6 +176,10 @@ export interface Config {
   /** Where clients go after verifying, reported as redirectTo; undefined means no redirect. */
   authRedirectUrl: string | undefined;
   requireEmailVerification: boolean;
+  /** The page password-reset links open (the service's own, or the app's); `?token=<64 hex>` is added. */
+  resetPasswordUrl: string;
+  /** New accounts may be made (sign-up, and sign-in by email code for a new address). */
+  allowSignUp: boolean;
   emailOtpTtlSeconds: number;
   emailLinkTtlSeconds: number;
   /** SMTP server for outgoing mail; undefined (development only) writes messages to the log instead. */
@@ -332,6 +338,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     emailVerifyUrl: e.EMAIL_VERIFY_URL ?? `${publicUrl}/auth/verify-email`,
     authRedirectUrl: e.AUTH_REDIRECT_URL,
     requireEmailVerification: e.REQUIRE_EMAIL_VERIFICATION,
+    resetPasswordUrl: e.RESET_PASSWORD_URL ?? `${publicUrl}/auth/reset-password`,
+    allowSignUp: e.ALLOW_SIGN_UP,
     emailOtpTtlSeconds: e.EMAIL_OTP_TTL_SECONDS,
     emailLinkTtlSeconds: e.EMAIL_LINK_TTL_SECONDS,
     smtpUrl: e.SMTP_URL,

@@ -43,6 +43,9 @@ const codeForStatus: Record<number, ErrorCode> = {
 const patternMeaning: Record<string, string> = {
   '^[0-9]+$': 'must be a non-negative integer',
   '^([0-9]{6}|[0-9a-fA-F]{64})$': 'must be a 6-digit code or a 64-character hexadecimal token',
+  '^https?://': 'must be an http:// or https:// URL',
+  '^[0-9]{6}$': 'must be a 6-digit code',
+  '^[0-9a-fA-F]{64}$': 'must be a 64-character hexadecimal token',
 };
 
 interface AjvIssue {
@@ -68,14 +71,28 @@ function jsonPointerToPath(pointer: string): string {
  * none matched, the types are merged ("must be string or array").
  */
 export function pickValidationIssue(issues: readonly AjvIssue[]): AjvIssue {
+  // A field name refused by propertyNames: the name is what to report, not the rule it broke.
+  const name = issues.find((i) => i.keyword === 'propertyNames');
+  if (name !== undefined) return name;
   const oneOf = issues.findIndex((i) => i.keyword === 'oneOf');
   const first = issues[0] as AjvIssue;
   if (oneOf <= 0) return first;
-  const branches = issues.slice(0, oneOf);
+  // A branch that failed on its discriminator (`method` of the sign-in forms: missing, or another
+  // value) is not the form the caller meant; the others' complaints are the ones worth reporting.
+  const meant = issues.slice(0, oneOf).filter((i) => !isDiscriminatorIssue(i));
+  const branches = meant.length > 0 ? meant : issues.slice(0, oneOf);
   const specific = branches.find((i) => i.keyword !== 'type');
   if (specific) return specific;
   const types = [...new Set(branches.map((i) => String(i.params.type)))].join(',');
   return { ...first, params: { type: types } };
+}
+
+/** Properties that tell the branches of a oneOf apart (createSession: `method`). */
+const DISCRIMINATORS = new Set(['method']);
+
+function isDiscriminatorIssue(issue: AjvIssue): boolean {
+  if (issue.keyword === 'required') return DISCRIMINATORS.has(String(issue.params.missingProperty));
+  return issue.keyword === 'const' && DISCRIMINATORS.has(issue.instancePath.split('/').pop() ?? '');
 }
 
 /** One sentence that names the failing field and says what it must be. */
@@ -89,6 +106,8 @@ export function describeValidationIssue(context: string, issue: AjvIssue): strin
       return `${where}.${String(p.additionalProperty)} is not an accepted field`;
     case 'enum':
       return `${where} must be one of: ${(p.allowedValues as unknown[]).map(String).join(', ')}`;
+    case 'const':
+      return `${where} must be ${JSON.stringify(p.allowedValue)}`;
     case 'format':
       return `${where} must be a valid ${String(p.format)}`;
     case 'pattern':
@@ -101,6 +120,12 @@ export function describeValidationIssue(context: string, issue: AjvIssue): strin
       return `${where} must have at least ${String(p.limit)} item${p.limit === 1 ? '' : 's'}`;
     case 'maxItems':
       return `${where} must have at most ${String(p.limit)} items`;
+    case 'maxProperties':
+      return `${where} must have at most ${String(p.limit)} fields`;
+    case 'minProperties':
+      return `${where} must have at least ${String(p.limit)} field${p.limit === 1 ? '' : 's'}`;
+    case 'propertyNames':
+      return `${where}.${String(p.propertyName)} is not an accepted field name (1 to 64 letters, digits and _, starting with a letter; not an account field)`;
     default:
       return `${where} ${issue.message ?? 'is invalid'}`;
   }

@@ -13,6 +13,11 @@ function limitsByOperation(config: Readonly<Config>): Record<string, number> {
     createUser: l.signUp,
     sendVerificationEmail: l.sendVerification,
     refreshSession: l.refresh,
+    // Emails and code checks of passwordless sign-in and password reset, each counted on its own.
+    sendOtpEmail: l.sendVerification,
+    sendResetPasswordEmail: l.sendVerification,
+    exchangeResetPasswordToken: l.verify,
+    resetPassword: l.verify,
   };
 }
 

@@ -7,9 +7,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
  */
 const SECRET_BEARING_PATH = /^\/(api\/)?auth(\/|$)/;
 
+/** Auth routes whose answers carry no secret and may be cached (they set their own Cache-Control). */
+const PUBLIC_AUTH_ROUTES = new Set(['/api/auth/public-config']);
+
 /** The route's path (the pattern, already decoded) or, without a route (404), the requested one. */
 function carriesSecrets(request: FastifyRequest): boolean {
   const route = request.routeOptions.url;
+  if (route !== undefined && PUBLIC_AUTH_ROUTES.has(route)) return false;
   if (route !== undefined && SECRET_BEARING_PATH.test(route)) return true;
   return SECRET_BEARING_PATH.test(request.url.split('?', 1)[0] ?? '');
 }

@@ -126,7 +126,11 @@ t.test('sign-up with verification required answers 202 and mails one code and on
   const email = newEmail('ada');
   const res = await signUp(email, { name: 'Ada Lovelace' });
   t.equal(res.statusCode, 202);
-  t.same(res.json(), { requireEmailVerification: true }, 'body is exactly {requireEmailVerification: true}');
+  t.same(
+    res.json(),
+    { requireEmailVerification: true, accessToken: null },
+    'body is exactly {requireEmailVerification: true, accessToken: null}',
+  );
   t.same(refreshCookies(res), [], 'no session cookie before verification');
   const [mail] = await smtp.waitFor(email, 1);
   await pause(500);

@@ -242,7 +242,8 @@ t.test('send-verification answers the same 202 for unknown, verified and pending
   };
   for (const [label, res] of Object.entries(answers)) {
     t.equal(res.statusCode, 202, `${label}: 202`);
-    t.same(Object.keys(res.json()), ['message'], `${label}: body is {message}`);
+    t.same(Object.keys(res.json()), ['success', 'message'], `${label}: body is {success, message}`);
+    t.equal(res.json().success, true, `${label}: success is true`);
     t.type(res.json().message, 'string');
     t.equal(res.body, answers.unknown.body, `${label}: the same body as for an unknown address`);
   }

@@ -30,9 +30,9 @@ t.test('HTTP behaviour shared by every route', async (t) => {
   });
 
   t.test('known path, wrong method: 405 with Allow', async (t) => {
-    const res = await app.inject({ method: 'DELETE', url: '/api/auth/users' });
+    const res = await app.inject({ method: 'PUT', url: '/api/auth/users' });
     assertErrorBody(t, res, 405, 'METHOD_NOT_ALLOWED');
-    t.equal(res.headers.allow, 'GET, POST');
+    t.equal(res.headers.allow, 'DELETE, GET, POST');
   });
 
   t.test('an undeclared content type: 415', async (t) => {

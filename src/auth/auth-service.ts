@@ -1,14 +1,21 @@
 import * as users from '../db/repositories/users.ts';
 import { ApiError, type ErrorCode } from '../errors.ts';
+import { createAccessTokenLogout } from './access-token-logout.ts';
 import { createAdminAccount } from './admin-account.ts';
 import type { AuthDeps } from './auth-context.ts';
 import { createBackgroundMail } from './background-mail.ts';
 import { createChangePassword } from './change-password.ts';
+import { createEmailCodeChecks } from './email-codes.ts';
 import { createCodeIssuer, createEmailVerification } from './email-verification.ts';
+import { createPasswordReset } from './password-reset.ts';
+import { createPasswordlessSignIn } from './passwordless-sign-in.ts';
+import { createProfiles } from './profiles.ts';
+import { createPublicAuthConfig } from './public-config.ts';
 import { createSessionIssuer } from './session-issuer.ts';
 import { createSessionRefresh } from './session-refresh.ts';
 import { createSignIn } from './sign-in.ts';
 import { createSignUp } from './sign-up.ts';
+import { createUserAdministration } from './user-administration.ts';
 import { type ApiUser, toApiUser } from './user-view.ts';
 
 export type { AuthDeps, ClientInfo } from './auth-context.ts';
@@ -43,6 +50,9 @@ export function createAuthService(deps: AuthDeps) {
   const codes = createCodeIssuer(deps);
   const { sendVerification, verifyEmail } = createEmailVerification(deps, sessions, mail, codes);
   const { refresh, logout } = createSessionRefresh(deps, sessions);
+  const emailCodes = createEmailCodeChecks(deps);
+  const passwordReset = createPasswordReset(deps, sessions, mail, emailCodes);
+  const passwordless = createPasswordlessSignIn(deps, sessions, mail, emailCodes);
   const events = deps.events;
 
   async function currentUser(userId: string): Promise<ApiUser> {
@@ -57,13 +67,22 @@ export function createAuthService(deps: AuthDeps) {
       'INVALID_CREDENTIALS',
       'EMAIL_NOT_VERIFIED',
     ]),
+    sendSignInCode: passwordless.sendSignInCode,
+    signInWithCode: reporting(passwordless.signInWithCode, events && ((r) => events.signIn(r)), ['INVALID_OTP']),
+    sendPasswordReset: passwordReset.sendPasswordReset,
+    exchangeResetCode: passwordReset.exchangeResetCode,
+    resetPassword: passwordReset.resetPassword,
     sendVerification,
     verifyEmail: reporting(verifyEmail, events && ((r) => events.emailVerification(r)), ['INVALID_OTP']),
     refresh,
     logout,
+    logoutByAccessToken: createAccessTokenLogout(deps, sessions),
     changePassword: createChangePassword(deps, sessions),
     currentUser,
     ensureAdmin: createAdminAccount(deps, sessions),
+    profiles: createProfiles(deps),
+    administration: createUserAdministration(deps, sessions),
+    publicConfig: createPublicAuthConfig(deps.config),
     drainMail: mail.drain,
   };
 }

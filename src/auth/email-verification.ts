@@ -16,6 +16,7 @@ import {
 } from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
 import { constantTimeEqual, newHexToken, newOtpCode, sha256Hex } from './crypto.ts';
+import { linkWithRedirect } from './redirects.ts';
 import type { IssuedSession, SessionIssuer } from './session-issuer.ts';
 
 /** A code and a link token, before they are stored (as an HMAC and a hash) and mailed. */
@@ -47,8 +48,9 @@ export function createCodeIssuer(deps: AuthDeps) {
         }),
       };
     },
-    email(to: string, issued: NewCode, contested: boolean) {
-      const link = `${config.emailVerifyUrl}?token=${issued.token}`;
+    /** The verification email; `redirectTo` (already allowed, see redirects.ts) rides in the link for its page. */
+    email(to: string, issued: NewCode, contested: boolean, redirectTo?: string) {
+      const link = linkWithRedirect(config.emailVerifyUrl, issued.token, redirectTo);
       return verificationEmail(to, issued.code, link, Math.round(config.emailOtpTtlSeconds / 60), contested);
     },
     codeHmac,
@@ -70,7 +72,11 @@ export function createEmailVerification(
    * Sends a fresh code and link to an unverified account's address (voiding the earlier ones). The
    * email limits are claimed for every address, known or not, so that all cost the same.
    */
-  async function sendVerification(emailInput: string, client: Pick<ClientInfo, 'ip'>): Promise<void> {
+  async function sendVerification(
+    emailInput: string,
+    client: Pick<ClientInfo, 'ip'>,
+    redirectTo?: string,
+  ): Promise<void> {
     const email = emailInput.toLowerCase();
     const now = clock.now();
     const requester = requesterOf(client);
@@ -80,7 +86,7 @@ export function createEmailVerification(
       return verifications.reissueVerification(trx, email, code.stored(email), now);
     });
     if (sent === undefined) return;
-    mail.send(codes.email(email, code, sent.contested), { requester, claimedAt: now });
+    mail.send(codes.email(email, code, sent.contested, redirectTo), { requester, claimedAt: now });
   }
 
   /**
@@ -133,7 +139,9 @@ export function createEmailVerification(
       const password = consumed.contested ? null : (consumed.pending_password_hash ?? undefined);
       await users.markEmailVerified(trx, consumed.user_id, password);
       const user = await users.findUserById(trx, consumed.user_id);
-      if (!user) throw invalidOtp();
+      // A disabled account is not verified and gets no session: the answer of a wrong code, and
+      // the rollback leaves the code unused.
+      if (!user || user.disabled_at !== null) throw invalidOtp();
       return sessions.start(user, client, trx);
     });
   }

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { deleteStaleAddressRecords } from '../db/repositories/address-limits.ts';
+import { deleteExpiredCodes } from '../db/repositories/email-codes.ts';
 import type { Database } from '../db/schema.ts';
 import { startPeriodicJob } from '../periodic-job.ts';
 import { EMAIL_LIMITS } from './auth-context.ts';
@@ -19,6 +20,8 @@ export function startAuthHousekeeping(
   const job = async () => {
     const n = await deleteStaleAddressRecords(db, now(), EMAIL_LIMITS.cooldownSeconds);
     if (n > 0) log.debug({ deleted: n }, 'auth: stale email records deleted');
+    const codes = await deleteExpiredCodes(db, now());
+    if (codes > 0) log.debug({ deleted: codes }, 'auth: expired sign-in and reset codes deleted');
   };
   return startPeriodicJob('auth: deleting stale email records', job, HOUR_MS, log);
 }

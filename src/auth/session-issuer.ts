@@ -70,9 +70,10 @@ export function createSessionIssuer(deps: AuthDeps) {
 
   /**
    * Opens a session for a password sign-in, only if the account still has the password hash and
-   * role that were checked; undefined when they changed meanwhile.
+   * role that were checked and is not disabled; undefined when that changed meanwhile.
    */
   async function startAfterPasswordCheck(user: UserRow & { password_hash: string }, client: ClientInfo) {
+    if (user.disabled_at !== null) return undefined;
     const { row, refreshToken, now } = newSession(user, client);
     const checked = { passwordHash: user.password_hash, role: user.role };
     const session = await sessions.insertSessionIfCredentialsHold(db, row, checked);

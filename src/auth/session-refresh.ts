@@ -51,7 +51,10 @@ export function createSessionRefresh(deps: AuthDeps, issuer: SessionIssuer) {
     const next = newOpaqueToken();
     const user = await db.transaction().execute(async (trx) => {
       if (!(await sessions.rotateRefreshToken(trx, session.id, hash, sha256Hex(next), now))) return undefined;
-      return users.findUserById(trx, session.user_id);
+      const user = await users.findUserById(trx, session.user_id);
+      // Disabling ends the account's sessions; this refuses (and rolls back) a refresh racing it.
+      if (user !== undefined && user.disabled_at !== null) throw invalidRefresh();
+      return user;
     });
     if (user === undefined) throw await reuse(session); // lost a race with another refresh of the same token
     return issuer.issued(user, session, next, client.clientType, now);

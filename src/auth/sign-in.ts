@@ -23,7 +23,9 @@ export function createSignIn(deps: AuthDeps, sessions: SessionIssuer) {
     // not verified yet" from a wrong one would tell whoever signed up that the address had no
     // account before.)
     const ok = await verifyPassword(input.password, user?.password_hash ?? (await dummyPasswordHash));
-    if (!user?.password_hash || !ok) {
+    // A disabled account answers exactly as a wrong password does (and counts as a failure), so
+    // that neither the answer nor the back-off tells whether the password was right.
+    if (!user?.password_hash || !ok || user.disabled_at !== null) {
       await signInThrottle.recordFailure(email);
       throw invalidCredentials();
     }

@@ -37,6 +37,7 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
   async function signUpWithVerification(
     input: { email: string; passwordHash: string; name: string | null },
     client: ClientInfo,
+    redirectTo: string | undefined,
   ): Promise<SignUpOutcome> {
     const now = clock.now();
     const requester = requesterOf(client);
@@ -59,20 +60,26 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
     if (!mailable || account === undefined) return { kind: 'verification-required' };
     const claim = { requester, claimedAt: now };
     if (pending === undefined) mail.send(existingAccountNotice(input.email), claim);
-    else mail.send(codes.email(input.email, code, pending.contested), claim);
+    else mail.send(codes.email(input.email, code, pending.contested, redirectTo), claim);
     return { kind: 'verification-required' };
   }
 
+  /** `redirectTo` must already be allowed (redirects.ts); it rides in the verification link. */
   return async function signUp(
     input: { email: string; password: string; name?: string | undefined },
     client: ClientInfo,
+    redirectTo?: string,
   ): Promise<SignUpOutcome> {
+    // ALLOW_SIGN_UP=false: the same refusal for every address, before anything is looked up.
+    if (!config.allowSignUp) throw new ApiError(403, 'SIGN_UP_DISABLED', 'Sign-ups are disabled on this service');
     // Hash before looking anything up, so that new and existing addresses cost the same.
     const fields = {
       email: input.email.toLowerCase(),
       passwordHash: await hashPassword(input.password),
       name: input.name ?? null,
     };
-    return config.requireEmailVerification ? signUpWithVerification(fields, client) : signUpWithSession(fields, client);
+    return config.requireEmailVerification
+      ? signUpWithVerification(fields, client, redirectTo)
+      : signUpWithSession(fields, client);
   };
 }

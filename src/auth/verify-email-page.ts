@@ -32,7 +32,10 @@ const script = `'use strict';
 (function () {
   var form = document.getElementById('verify');
   var result = document.getElementById('result');
-  var token = new URLSearchParams(location.search).get('token') || '';
+  var params = new URLSearchParams(location.search);
+  var token = params.get('token') || '';
+  // Where to go afterwards, as the link carries it; the service checks it before it verifies anything.
+  var redirectTo = params.get('redirect_to');
   if (!/^[0-9a-fA-F]{64}$/.test(token)) {
     form.hidden = true;
     result.textContent = 'This link is incomplete. Open the link from your email again, or enter the 6-digit code in the app.';
@@ -46,7 +49,7 @@ const script = `'use strict';
       method: 'POST',
       credentials: 'same-origin',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ otp: token })
+      body: JSON.stringify(redirectTo ? { otp: token, redirectTo: redirectTo } : { otp: token })
     }).then(function (res) {
       return res.json().then(function (body) { return { ok: res.ok, body: body }; });
     }).then(function (r) {

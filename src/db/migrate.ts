@@ -9,6 +9,8 @@ import * as m0006 from './migrations/0006_realtime.ts';
 import * as m0007 from './migrations/0007_realtime_delivery.ts';
 import * as m0008 from './migrations/0008_account_ownership.ts';
 import * as m0009 from './migrations/0009_account_disabling.ts';
+import * as m0010 from './migrations/0010_email_codes.ts';
+import * as m0011 from './migrations/0011_account_administration.ts';
 import type { Database } from './schema.ts';
 
 /** Every migration, in order. Listed by hand so that no file-system scan happens at start-up. */
@@ -22,6 +24,8 @@ export const migrations: Record<string, Migration> = {
   '0007_realtime_delivery': m0007,
   '0008_account_ownership': m0008,
   '0009_account_disabling': m0009,
+  '0010_email_codes': m0010,
+  '0011_account_administration': m0011,
 };
 
 /**

@@ -11,9 +11,11 @@ export interface AppSettingsTable {
 export type Role = 'user' | 'admin';
 export type ClientType = 'web' | 'mobile' | 'desktop';
 
+/** users.profile: name and avatar_url, and the free-form fields the user set (scalars only). */
 export interface Profile {
-  name: string | null;
-  avatar_url: string | null;
+  name?: string | null;
+  avatar_url?: string | null;
+  [field: string]: string | number | boolean | null | undefined;
 }
 
 export interface UsersTable {
@@ -51,6 +53,30 @@ export interface EmailVerificationsTable {
   created_at: ColumnType<Date, Date | undefined, Date>;
 }
 
+/** A password-reset or sign-in code (migration 0010): one live code per address and purpose. */
+export interface EmailCodesTable {
+  email: string;
+  purpose: EmailCodePurpose;
+  /** The account a password-reset code was sent for; null for sign-in codes. */
+  user_id: string | null;
+  code_hmac: string;
+  expires_at: Date;
+  failed_attempts: ColumnType<number, number | undefined, number>;
+  consumed_at: Date | null;
+  created_at: Date;
+}
+
+export type EmailCodePurpose = 'password_reset' | 'sign_in';
+
+/** A password-reset token (the link's, or one handed out for a right code), stored as SHA-256. */
+export interface PasswordResetTokensTable {
+  token_hash: string;
+  user_id: string;
+  kind: 'link' | 'exchanged';
+  expires_at: Date;
+  created_at: Date;
+}
+
 export interface EmailSendLogTable {
   email: string;
   last_sent_at: Date;
@@ -78,6 +104,12 @@ export interface SessionsTable {
   revoked_at: Date | null;
   user_agent: string | null;
   ip: string | null;
+}
+
+/** Revocations of the sessions of deleted accounts, kept while their access tokens may be unexpired. */
+export interface DeletedAccountSessionsTable {
+  session_id: string;
+  revoked_at: Date;
 }
 
 export interface RotatedRefreshTokensTable {
@@ -134,9 +166,12 @@ export interface Database {
   user_providers: UserProvidersTable;
   email_verifications: EmailVerificationsTable;
   email_send_log: EmailSendLogTable;
+  email_codes: EmailCodesTable;
+  password_reset_tokens: PasswordResetTokensTable;
   email_send_requesters: EmailSendRequestersTable;
   sessions: SessionsTable;
   rotated_refresh_tokens: RotatedRefreshTokensTable;
+  deleted_account_sessions: DeletedAccountSessionsTable;
   embedding_usage: EmbeddingUsageTable;
   'realtime.channels': RealtimeChannelsTable;
   'realtime.messages': RealtimeMessagesTable;

@@ -1,9 +1,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ClientInfo, IssuedSession } from '../auth/auth-service.ts';
+import { allowedRedirect } from '../auth/redirects.ts';
 import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import type { ClientType } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
+import { type RefreshBody, refreshTokenFromBody, verifiedBearerClaims } from './session-credentials.ts';
 import type { HandlersFor } from './types.ts';
 
 type AuthOperations =
@@ -28,9 +30,13 @@ function cookieOptions(config: Readonly<Config>, maxAge: number) {
   return { httpOnly: true, secure: config.cookieSecure, sameSite: 'lax' as const, path: COOKIE_PATH, maxAge };
 }
 
-/** The spec's Session result; for web the refresh token goes into the cookie and the body carries the CSRF token. */
-function sessionResult(config: Readonly<Config>, reply: FastifyReply, issued: IssuedSession) {
+/**
+ * The spec's Session result; for web the refresh token goes into the cookie and the body carries the
+ * CSRF token. `redirectTo` is an allowed redirect the request asked for (allowedRedirect).
+ */
+function sessionResult(config: Readonly<Config>, reply: FastifyReply, issued: IssuedSession, redirectTo?: string) {
   const web = issued.clientType === 'web';
+  const redirect = redirectTo ?? config.authRedirectUrl;
   // The cookie lives as long as the session still has (refreshing never extends a session).
   if (web) reply.setCookie(REFRESH_COOKIE, issued.refreshToken, cookieOptions(config, issued.refreshTokenMaxAge));
   return {
@@ -38,18 +44,20 @@ function sessionResult(config: Readonly<Config>, reply: FastifyReply, issued: Is
     accessToken: issued.accessToken,
     csrfToken: web ? issued.csrfToken : null,
     refreshToken: web ? null : issued.refreshToken,
-    ...(config.authRedirectUrl !== undefined ? { redirectTo: config.authRedirectUrl } : {}),
+    ...(redirect !== undefined ? { redirectTo: redirect } : {}),
   };
 }
 
-/** The refresh token a client presents: the cookie for web, the body for mobile and desktop. */
-function presentedRefreshToken(
-  request: FastifyRequest,
-  clientType: ClientType,
-  body: { refreshToken?: string } | undefined,
-) {
-  const token = clientType === 'web' ? request.cookies[REFRESH_COOKIE] : body?.refreshToken;
-  if (token === undefined || token === '') {
+/** The refresh token a client presents, if any: the cookie for web, the body for mobile and desktop. */
+function offeredRefreshToken(request: FastifyRequest, clientType: ClientType, body: RefreshBody | undefined) {
+  const token = clientType === 'web' ? request.cookies[REFRESH_COOKIE] : refreshTokenFromBody(body);
+  return token === '' ? undefined : token;
+}
+
+/** The refresh token a client presents, or 401. */
+function presentedRefreshToken(request: FastifyRequest, clientType: ClientType, body: RefreshBody | undefined) {
+  const token = offeredRefreshToken(request, clientType, body);
+  if (token === undefined) {
     throw new ApiError(
       401,
       'REFRESH_TOKEN_INVALID',
@@ -64,34 +72,42 @@ export function authHandlers(ctx: AppContext): HandlersFor<AuthOperations> {
   const { auth, config } = ctx;
   return {
     async createUser(request, reply) {
-      const outcome = await auth.signUp(request.body, clientInfo(request, request.query.client_type));
+      const redirectTo = allowedRedirect(config, request.body.redirectTo);
+      const outcome = await auth.signUp(request.body, clientInfo(request, request.query.client_type), redirectTo);
       if (outcome.kind === 'verification-required') {
         reply.code(202);
-        return { requireEmailVerification: true as const };
+        return { requireEmailVerification: true as const, accessToken: null };
       }
       reply.code(201);
-      return sessionResult(config, reply, outcome.session);
+      return sessionResult(config, reply, outcome.session, redirectTo);
     },
 
     async createSession(request, reply) {
-      return sessionResult(
-        config,
-        reply,
-        await auth.signIn(request.body, clientInfo(request, request.query.client_type)),
-      );
+      const client = clientInfo(request, request.query.client_type);
+      const body = request.body;
+      // method "otp": a code from POST /api/auth/email/send-otp; absent or "password": a password.
+      const issued = body.method === 'otp' ? await auth.signInWithCode(body, client) : await auth.signIn(body, client);
+      return sessionResult(config, reply, issued);
     },
 
     async sendVerificationEmail(request, reply) {
-      await auth.sendVerification(request.body.email, { ip: request.ip });
+      const redirectTo = allowedRedirect(config, request.body.redirectTo);
+      await auth.sendVerification(request.body.email, { ip: request.ip }, redirectTo);
       reply.code(202);
-      return { message: 'If the address belongs to an account that still needs verification, an email is on its way.' };
+      return {
+        success: true as const,
+        message: 'If the address belongs to an account that still needs verification, an email is on its way.',
+      };
     },
 
     async verifyEmail(request, reply) {
+      // Checked before the code or token is looked at, so a refused redirect spends no attempt.
+      const redirectTo = allowedRedirect(config, request.body.redirectTo);
       return sessionResult(
         config,
         reply,
         await auth.verifyEmail(request.body, clientInfo(request, request.query.client_type)),
+        redirectTo,
       );
     },
 
@@ -103,8 +119,16 @@ export function authHandlers(ctx: AppContext): HandlersFor<AuthOperations> {
 
     async logout(request, reply) {
       const client = clientInfo(request, request.query.client_type);
-      const token = presentedRefreshToken(request, client.clientType, request.body);
-      await auth.logout(token, client, request.headers['x-csrf-token']);
+      // No refresh token presented: the session of the Bearer access token, when one is sent.
+      const claims =
+        offeredRefreshToken(request, client.clientType, request.body) === undefined
+          ? verifiedBearerClaims(request)
+          : undefined;
+      if (claims !== undefined) await auth.logoutByAccessToken(claims);
+      else {
+        const token = presentedRefreshToken(request, client.clientType, request.body);
+        await auth.logout(token, client, request.headers['x-csrf-token']);
+      }
       if (client.clientType === 'web') reply.clearCookie(REFRESH_COOKIE, cookieOptions(config, 0));
       reply.code(204);
       return undefined;

@@ -1,8 +1,11 @@
 import type { AppContext } from '../context.ts';
 import { authHandlers } from './auth.ts';
+import { emailCodeHandlers } from './email-codes.ts';
 import { embeddingHandlers } from './embeddings.ts';
 import { healthHandlers } from './health.ts';
 import { metricsHandlers } from './metrics.ts';
+import { profileHandlers } from './profiles.ts';
+import { publicConfigHandlers } from './public-config.ts';
 import { realtimeHandlers } from './realtime.ts';
 import type { ServiceHandlers } from './types.ts';
 import { userHandlers } from './users.ts';
@@ -13,7 +16,10 @@ export function createServiceHandlers(ctx: AppContext): ServiceHandlers {
     ...healthHandlers(ctx),
     ...metricsHandlers(ctx),
     ...authHandlers(ctx),
+    ...emailCodeHandlers(ctx),
     ...userHandlers(ctx),
+    ...profileHandlers(ctx),
+    ...publicConfigHandlers(ctx),
     ...embeddingHandlers(ctx),
     ...realtimeHandlers(ctx),
   };

@@ -16,8 +16,15 @@ function pageNumber(name: 'offset' | 'limit', raw: string | undefined, fallback:
   return value;
 }
 
+type UserOperations = 'listUsers' | 'getUser' | 'updateUser' | 'deleteUsers';
+
+/** The access token's role must be admin (a role change ends the account's sessions, so the claim is current). */
+function requireAdmin(role: string): void {
+  if (role !== 'admin') throw new ApiError(403, 'FORBIDDEN', 'Administrator role required');
+}
+
 /** Handlers of the `users` tag. */
-export function userHandlers(ctx: AppContext): HandlersFor<'listUsers'> {
+export function userHandlers(ctx: AppContext): HandlersFor<UserOperations> {
   return {
     async listUsers(request) {
       if (request.user.role !== 'admin') {
@@ -30,5 +37,24 @@ export function userHandlers(ctx: AppContext): HandlersFor<'listUsers'> {
       const page = await listUsersPage(ctx.db, { offset, limit, search });
       return { data: page.rows.map(toApiUser), pagination: { offset, limit, total: page.total } };
     },
-  } satisfies HandlersFor<'listUsers'>;
+
+    async getUser(request) {
+      requireAdmin(request.user.role);
+      return ctx.auth.administration.getUser(request.params.userId);
+    },
+
+    async updateUser(request) {
+      requireAdmin(request.user.role);
+      return ctx.auth.administration.updateUser({ userId: request.user.sub }, request.params.userId, request.body);
+    },
+
+    async deleteUsers(request) {
+      requireAdmin(request.user.role);
+      const deletedCount = await ctx.auth.administration.deleteUsers(
+        { userId: request.user.sub },
+        request.body.userIds,
+      );
+      return { message: `${deletedCount} user${deletedCount === 1 ? '' : 's'} deleted`, deletedCount };
+    },
+  } satisfies HandlersFor<UserOperations>;
 }

@@ -52,3 +52,51 @@ export function existingAccountNotice(to: string): MailMessage {
   ].join('\n');
   return { to, subject: 'You already have an account', text, html: `<p>${text.replaceAll('\n\n', '</p><p>')}</p>` };
 }
+
+/** What a password-reset email says to someone who did not ask for it. */
+const NOT_YOUR_RESET =
+  'If you did not ask to reset your password, ignore this email and do not pass the code or link on: your password stays as it is, and nobody can change it without them. If such emails keep coming, someone else is asking with your address.';
+
+/** The password-reset email: a 6-digit code and a link with its own token, both in the plain-text part. */
+export function passwordResetEmail(to: string, code: string, link: string, minutes: number): MailMessage {
+  const expiry = `The code and the link expire in ${minutes} minutes and work once. Resetting the password signs you out everywhere.`;
+  return {
+    to,
+    subject: 'Reset your password',
+    text: [
+      'Someone asked to reset the password of the account with this email address.',
+      '',
+      `Your code: ${code}`,
+      '',
+      'Or open this link to choose a new password:',
+      link,
+      '',
+      expiry,
+      '',
+      NOT_YOUR_RESET,
+    ].join('\n'),
+    html: `<p>Someone asked to reset the password of the account with this email address.</p>
+<p>Your code: <strong style="font-size:1.4em;letter-spacing:0.2em">${escapeHtml(code)}</strong></p>
+<p>Or <a href="${escapeHtml(link)}">choose a new password</a>.</p>
+<p>${escapeHtml(expiry)}</p>
+<p>${escapeHtml(NOT_YOUR_RESET)}</p>`,
+  };
+}
+
+/** What a sign-in code email says to someone who did not ask for it. */
+const NOT_YOUR_SIGN_IN =
+  'If you did not ask to sign in, ignore this email and do not pass the code on: nobody can sign in with your address without it.';
+
+/** The sign-in code email (passwordless sign-in): a 6-digit code only. */
+export function signInCodeEmail(to: string, code: string, minutes: number): MailMessage {
+  const expiry = `The code expires in ${minutes} minutes and works once. If this address has no account yet, signing in with it creates one.`;
+  return {
+    to,
+    subject: 'Your sign-in code',
+    text: ['Sign in with this code.', '', `Your code: ${code}`, '', expiry, '', NOT_YOUR_SIGN_IN].join('\n'),
+    html: `<p>Sign in with this code.</p>
+<p>Your code: <strong style="font-size:1.4em;letter-spacing:0.2em">${escapeHtml(code)}</strong></p>
+<p>${escapeHtml(expiry)}</p>
+<p>${escapeHtml(NOT_YOUR_SIGN_IN)}</p>`,
+  };
+}

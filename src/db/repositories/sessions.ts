@@ -33,10 +33,11 @@ export async function insertSession(db: Executor, s: NewSession): Promise<Sessio
 
 /**
  * Inserts a session only while the account still has the credentials that were checked (the
- * password hash and the role read before the slow password check). The user row is read FOR SHARE:
- * a password change or a promotion either commits first (then nothing is inserted: undefined) or
- * waits for this insert, and then its revocation of every session sees this one. Without it, a
- * sign-in racing a password change could open a session the change never ends.
+ * password hash and the role read before the slow password check) and is not disabled. The user
+ * row is read FOR SHARE: a password change, a promotion, a role change or disabling either commits
+ * first (then nothing is inserted: undefined) or waits for this insert, and then its revocation of
+ * every session sees this one. Without it, a sign-in racing a password change could open a session
+ * the change never ends.
  */
 export async function insertSessionIfCredentialsHold(
   db: Executor,
@@ -71,6 +72,7 @@ export async function insertSessionIfCredentialsHold(
         .where('id', '=', s.userId)
         .where('password_hash', '=', checked.passwordHash)
         .where('role', '=', checked.role)
+        .where('disabled_at', 'is', null)
         .forShare(),
     )
     .returningAll()
@@ -158,12 +160,21 @@ export async function lockLiveSession(db: Executor, sessionId: string): Promise<
   return row !== undefined;
 }
 
-/** The sessions revoked after `since` (their ids and when), oldest first. */
+/**
+ * The sessions revoked after `since` (their ids and when), oldest first: those in the table, and
+ * those of accounts deleted since (their rows went with the account).
+ */
 export async function listRevokedSince(db: Executor, since: Date): Promise<{ id: string; revoked_at: Date | null }[]> {
   return db
     .selectFrom('sessions')
     .select(['id', 'revoked_at'])
     .where('revoked_at', '>', since)
+    .unionAll(
+      db
+        .selectFrom('deleted_account_sessions')
+        .select(['session_id as id', 'revoked_at'])
+        .where('revoked_at', '>', since),
+    )
     .orderBy('revoked_at')
     .execute();
 }

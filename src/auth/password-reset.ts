@@ -1,0 +1,122 @@
+import * as addressLimits from '../db/repositories/address-limits.ts';
+import * as emailCodes from '../db/repositories/email-codes.ts';
+import * as accounts from '../db/repositories/mailbox-accounts.ts';
+import * as sessions from '../db/repositories/sessions.ts';
+import * as verifications from '../db/repositories/verifications.ts';
+import { passwordResetEmail } from '../mail/templates.ts';
+import { type AuthDeps, type ClientInfo, EMAIL_LIMITS, inSeconds, invalidOtp, requesterOf } from './auth-context.ts';
+import type { BackgroundMail } from './background-mail.ts';
+import { hashPassword, newHexToken, newOtpCode, sha256Hex } from './crypto.ts';
+import type { EmailCodeChecks } from './email-codes.ts';
+import type { SessionIssuer } from './session-issuer.ts';
+
+/** The link of a reset email: the reset page (the service's or the app's) with the token, and the allowed redirect. */
+export function resetLink(page: string, token: string, redirectTo: string | undefined): string {
+  const url = new URL(page);
+  if (redirectTo !== undefined) url.searchParams.set('redirect_to', redirectTo);
+  // Last, so that a link cut short after the token still carries all it needs.
+  url.searchParams.set('token', token);
+  return url.href;
+}
+
+/**
+ * Password reset: a code and an independent link token by email, a code exchanged for a reset
+ * token, and the reset itself (a new password, the address verified, every session ended).
+ */
+export function createPasswordReset(
+  deps: AuthDeps,
+  issuer: SessionIssuer,
+  mail: BackgroundMail,
+  codes: EmailCodeChecks,
+) {
+  const { db, config, clock, signInThrottle } = deps;
+
+  /**
+   * Emails a fresh code and link to the account with this address unless it has none or is
+   * disabled. The email limits are claimed and the same statements run for every address, and
+   * the email goes out after the answer, so that nothing tells the cases apart. `redirectTo` must
+   * already be allowed (redirects.ts).
+   */
+  async function sendPasswordReset(
+    emailInput: string,
+    client: Pick<ClientInfo, 'ip'>,
+    redirectTo: string | undefined,
+  ): Promise<void> {
+    const email = emailInput.toLowerCase();
+    const now = clock.now();
+    const requester = requesterOf(client);
+    const code = newOtpCode();
+    const token = newHexToken();
+    const sent = await db.transaction().execute(async (trx) => {
+      if (!(await addressLimits.claimEmailSend(trx, email, requester, now, EMAIL_LIMITS))) return undefined;
+      return emailCodes.issueResetCode(
+        trx,
+        email,
+        {
+          codeHmac: codes.codeHmac('password_reset', email, code),
+          expiresAt: inSeconds(now, config.emailOtpTtlSeconds),
+        },
+        { tokenHash: sha256Hex(token), expiresAt: inSeconds(now, config.emailLinkTtlSeconds) },
+        now,
+      );
+    });
+    if (sent === undefined) return;
+    const link = resetLink(config.resetPasswordUrl, token, redirectTo);
+    mail.send(passwordResetEmail(email, code, link, Math.round(config.emailOtpTtlSeconds / 60)), {
+      requester,
+      claimedAt: now,
+    });
+  }
+
+  /**
+   * Spends a right reset code for a reset token (stored as SHA-256, valid as long as a link
+   * token). A code of an account disabled since it was sent is refused like a wrong one.
+   */
+  async function exchangeResetCode(emailInput: string, code: string): Promise<{ token: string; expiresAt: string }> {
+    const email = emailInput.toLowerCase();
+    const row = await codes.check('password_reset', email, code);
+    const now = clock.now();
+    const token = newHexToken();
+    const expiresAt = inSeconds(now, config.emailLinkTtlSeconds);
+    const exchanged = await db.transaction().execute(async (trx) => {
+      const consumed = await emailCodes.consumeCode(trx, row, now);
+      if (consumed?.user_id == null) return false;
+      await emailCodes.insertResetToken(trx, { tokenHash: sha256Hex(token), userId: consumed.user_id, expiresAt, now });
+      return true;
+    });
+    if (!exchanged) throw invalidOtp();
+    return { token, expiresAt: expiresAt.toISOString() };
+  }
+
+  /**
+   * Sets a new password with a reset token (the link's or an exchanged one), in one transaction:
+   * the token is taken (deleted) first, so of two resets with one token exactly one goes on; the
+   * address is marked verified; every other reset, sign-in and verification code of the account
+   * is deleted (a competing sign-up's pending password with them); every session ends, on every
+   * instance. A token of a disabled account is spent and refused like an unknown one.
+   */
+  async function resetPassword(tokenInput: string, newPassword: string): Promise<void> {
+    // Hashed first: the slow part never runs while the account's row is locked.
+    const hash = await hashPassword(newPassword);
+    const now = clock.now();
+    const done = await db.transaction().execute(async (trx) => {
+      const taken = await emailCodes.takeResetToken(trx, sha256Hex(tokenInput.toLowerCase()), now);
+      if (taken === undefined) return undefined;
+      const user = await accounts.lockUserById(trx, taken.user_id);
+      if (user === undefined || user.disabled_at !== null) return undefined;
+      await accounts.setPasswordAfterReset(trx, user.id, hash);
+      await emailCodes.deleteAccountCodes(trx, user.id, user.email);
+      await verifications.deleteVerifications(trx, user.id);
+      const ended = await sessions.revokeUserSessions(trx, user.id, now);
+      return { email: user.email, ended };
+    });
+    if (done === undefined) throw invalidOtp();
+    issuer.revoked(done.ended);
+    // The mailbox's owner chose this password: failed guesses by others must not hold them back.
+    await signInThrottle.recordSuccess(done.email);
+  }
+
+  return { sendPasswordReset, exchangeResetCode, resetPassword };
+}
+
+export type PasswordReset = ReturnType<typeof createPasswordReset>;

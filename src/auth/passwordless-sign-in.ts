@@ -1,0 +1,115 @@
+import * as addressLimits from '../db/repositories/address-limits.ts';
+import * as emailCodes from '../db/repositories/email-codes.ts';
+import * as accounts from '../db/repositories/mailbox-accounts.ts';
+import * as sessions from '../db/repositories/sessions.ts';
+import * as users from '../db/repositories/users.ts';
+import * as verifications from '../db/repositories/verifications.ts';
+import { ApiError } from '../errors.ts';
+import { signInCodeEmail } from '../mail/templates.ts';
+import { type AuthDeps, type ClientInfo, EMAIL_LIMITS, inSeconds, invalidOtp, requesterOf } from './auth-context.ts';
+import type { BackgroundMail } from './background-mail.ts';
+import { newOtpCode } from './crypto.ts';
+import type { EmailCodeChecks } from './email-codes.ts';
+import type { IssuedSession, SessionIssuer } from './session-issuer.ts';
+import { signInThrottledError } from './sign-in-throttle.ts';
+
+/** Passwordless sign-in: a 6-digit code by email, then a session for it (an account for a new address). */
+export function createPasswordlessSignIn(
+  deps: AuthDeps,
+  issuer: SessionIssuer,
+  mail: BackgroundMail,
+  codes: EmailCodeChecks,
+) {
+  const { db, config, clock, signInThrottle } = deps;
+
+  /**
+   * Emails a fresh sign-in code (voiding the one before) to any address but a disabled account's,
+   * and, when sign-ups are not allowed, an address without an account. The email limits are
+   * claimed and the same statements run for every address, and the email goes out after the
+   * answer, so that nothing tells the cases apart.
+   */
+  async function sendSignInCode(emailInput: string, client: Pick<ClientInfo, 'ip'>): Promise<void> {
+    const email = emailInput.toLowerCase();
+    const now = clock.now();
+    const requester = requesterOf(client);
+    const code = newOtpCode();
+    const stored = {
+      codeHmac: codes.codeHmac('sign_in', email, code),
+      expiresAt: inSeconds(now, config.emailOtpTtlSeconds),
+    };
+    const sent = await db.transaction().execute(async (trx) => {
+      if (!(await addressLimits.claimEmailSend(trx, email, requester, now, EMAIL_LIMITS))) return false;
+      return emailCodes.issueSignInCode(trx, email, stored, config.allowSignUp, now);
+    });
+    if (!sent) return;
+    mail.send(signInCodeEmail(email, code, Math.round(config.emailOtpTtlSeconds / 60)), { requester, claimedAt: now });
+  }
+
+  /**
+   * Spends the code (one atomic UPDATE: of concurrent submissions exactly one wins) and opens a
+   * session in the same transaction. A new address becomes a verified account without a password
+   * (when sign-ups are allowed); an account whose address was not verified is verified, loses any
+   * password it held or waited for (the code proves the mailbox, not who signed up before) and
+   * its earlier sessions end. A disabled account, and a new address while sign-ups are not
+   * allowed, are refused like a wrong code.
+   */
+  async function consume(
+    row: emailCodes.EmailCodeRow,
+    input: { email: string; name?: string | undefined },
+    client: ClientInfo,
+  ): Promise<{ session: IssuedSession; ended: string[] } | undefined> {
+    const { email } = input;
+    const now = clock.now();
+    return db.transaction().execute(async (trx) => {
+      if ((await emailCodes.consumeCode(trx, row, now)) === undefined) return undefined;
+      let account = await accounts.lockUserByEmail(trx, email);
+      if (account === undefined) {
+        if (!config.allowSignUp) return undefined;
+        await accounts.insertPasswordlessUser(trx, email, input.name ?? null);
+        account = await accounts.lockUserByEmail(trx, email);
+        if (account === undefined) return undefined;
+        await users.addProvider(trx, account.id, 'email', email);
+      }
+      if (account.disabled_at !== null) return undefined;
+      let ended: string[] = [];
+      if (!account.email_verified) {
+        await accounts.proveMailboxWithoutPassword(trx, account.id);
+        await verifications.deleteVerifications(trx, account.id);
+        ended = await sessions.revokeUserSessions(trx, account.id, now);
+      }
+      const user = await users.findUserById(trx, account.id);
+      if (user === undefined) return undefined;
+      return { session: await issuer.start(user, client, trx), ended };
+    });
+  }
+
+  /**
+   * Signs in with an emailed code. Counted like a password sign-in of the address: the back-off
+   * applies before the code is looked at, a refused code is a failure, a session clears it.
+   */
+  async function signInWithCode(
+    input: { email: string; otp: string; name?: string | undefined },
+    client: ClientInfo,
+  ): Promise<IssuedSession> {
+    const email = input.email.toLowerCase();
+    const wait = await signInThrottle.beginAttempt(email);
+    if (wait !== undefined) {
+      deps.events?.signInThrottled();
+      throw signInThrottledError(wait);
+    }
+    let outcome: Awaited<ReturnType<typeof consume>>;
+    try {
+      const row = await codes.check('sign_in', email, input.otp);
+      outcome = await consume(row, { email, name: input.name }, client);
+      if (outcome === undefined) throw invalidOtp();
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 'INVALID_OTP') await signInThrottle.recordFailure(email);
+      throw err;
+    }
+    issuer.revoked(outcome.ended);
+    await signInThrottle.recordSuccess(email);
+    return outcome.session;
+  }
+
+  return { sendSignInCode, signInWithCode };
+}
