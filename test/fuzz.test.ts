@@ -375,16 +375,22 @@ const BODY_HINTS: Hints = {
     password: fc.constant(PASSWORD),
     refreshToken: fc.constant(new Fixture('refreshToken')),
     model: fc.constantFrom(...MODELS),
-    otp: fc.constantFrom(new Fixture('otpCode'), new Fixture('otpToken')),
     // Channels that the seeded history has (any valid name is published on: the seed's `%` covers it).
     channel: fc.constantFrom('fuzz:room-1', 'order:123'),
     senderId: fc.constant(new Fixture('callerId')),
   },
+  // `otp` is a 6-digit code in some bodies and a 64-hex token in others: hinted per body.
   components: {
     VerifyEmailRequest: fc.constantFrom(
       { otp: new Fixture('otpCode'), email: new Fixture('otpEmail') },
       { otp: new Fixture('otpToken') },
     ),
+    OtpSignInRequest: fc.constant({ method: 'otp', otp: new Fixture('otpCode'), email: new Fixture('otpEmail') }),
+    ExchangeResetPasswordTokenRequest: fc.constant({ code: new Fixture('otpCode'), email: new Fixture('otpEmail') }),
+    ResetPasswordRequest: fc.record({
+      otp: fc.constant(new Fixture('otpToken')),
+      newPassword: fc.constantFrom(PASSWORD, 'a brand new passphrase'),
+    }),
   },
 };
 const PARAMETER_HINTS = {

@@ -469,3 +469,21 @@ t.test('the reset page POST is rate-limited per client like the reset operation'
   for (let k = 0; k < 2; k++) t.equal((await formPost(s, fields)).statusCode, 400);
   t.equal((await formPost(s, fields)).statusCode, 429);
 });
+
+t.test('a password change while signed in voids the reset code and link sent before it', async (t) => {
+  const s = await setup(t);
+  const email = await s.account('changed-meanwhile');
+  const signedIn = await s.signIn(email, PASSWORD);
+  const access = String(body(signedIn).accessToken);
+  const mail = await s.resetMail(email);
+  const changed = await s.app.inject({
+    method: 'POST',
+    url: '/api/auth/password',
+    headers: { authorization: `Bearer ${access}` },
+    payload: { currentPassword: PASSWORD, newPassword: 'the owner chose this one' },
+  });
+  t.equal(changed.statusCode, 204, 'the owner changes the password');
+  assertErrorBody(t, await s.reset(mail.token), 400, 'INVALID_OTP');
+  assertErrorBody(t, await s.exchange(email, mail.code), 400, 'INVALID_OTP');
+  t.equal((await s.signIn(email, 'the owner chose this one')).statusCode, 200, "the owner's password stands");
+});

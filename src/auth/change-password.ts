@@ -1,3 +1,5 @@
+import * as accounts from '../db/repositories/account-admin.ts';
+import * as emailCodes from '../db/repositories/email-codes.ts';
 import * as sessions from '../db/repositories/sessions.ts';
 import * as users from '../db/repositories/users.ts';
 import * as verifications from '../db/repositories/verifications.ts';
@@ -40,14 +42,18 @@ export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
     }
     const hash = await hashPassword(input.newPassword);
     const ended = await db.transaction().execute(async (trx) => {
+      // The account's row first, then its session: the order the administrator actions and the
+      // reset take too, so that none of them can deadlock with this one.
+      await accounts.lockAccounts(trx, [user.id]);
       // Two changes at once: the first to commit ends the other's session, and the other must then
       // change nothing (else whoever lost the race would silently undo the winner's password).
       if (!(await sessions.lockLiveSession(trx, caller.sessionId))) throw sessionEnded();
       if (!(await users.replacePassword(trx, user.id, user.password_hash, hash))) {
         throw new ApiError(403, 'PASSWORD_INCORRECT', 'The password changed meanwhile; sign in again');
       }
-      // Codes and links sent before (to an account without a password) must not undo this one.
+      // Codes and links sent before (verification, sign-in, reset) must not undo this one.
       await verifications.deleteVerifications(trx, user.id);
+      await emailCodes.deleteAccountCodes(trx, user.id, user.email);
       return sessions.revokeUserSessions(trx, user.id, clock.now(), caller.sessionId);
     });
     issuer.revoked(ended);
