@@ -18,7 +18,7 @@ import { buildService, type RunningService, residentMiB } from '../scripts/lib/s
 import { userDirectoryQuery } from '../src/db/repositories/user-directory.ts';
 import { type LoadOptions, runLoad } from './lib/load.ts';
 import { parseBenchOptions } from './lib/options.ts';
-import { PREPARED_DOMAIN, prepareDatabase, SIGN_IN, VERIFY_CODE } from './lib/prepare.ts';
+import { EMAIL_CODE, PREPARED_DOMAIN, prepareDatabase, SIGN_IN, VERIFY_CODE } from './lib/prepare.ts';
 import {
   type CaseResult,
   header,
@@ -93,6 +93,11 @@ try {
     return text;
   })();
   let nextSignUp = 0;
+  let nextResetSend = 0;
+  let nextExchange = 0;
+  let nextReset = 0;
+  let nextOtp = 0;
+  const cycle = <T>(items: T[], n: number): T => items[n % items.length] as T;
 
   type Case = Omit<LoadOptions, 'connections' | 'durationSeconds'> & {
     id: string;
@@ -167,6 +172,51 @@ try {
       headers: json,
       body: JSON.stringify(SIGN_IN),
     },
+    {
+      id: 'reset-send',
+      title: 'POST /api/auth/email/send-reset-password (202 whatever the address)',
+      url: `${base}/api/auth/email/send-reset-password`,
+      method: 'POST',
+      headers: json,
+      setupRequest: (request) => ({
+        ...request,
+        body: JSON.stringify({ email: `send-reset-${nextResetSend++}@${PREPARED_DOMAIN}` }),
+      }),
+      expectStatus: 202,
+    },
+    {
+      id: 'reset-exchange',
+      title: 'POST /api/auth/email/exchange-reset-password-token (a prepared code each)',
+      url: `${base}/api/auth/email/exchange-reset-password-token`,
+      method: 'POST',
+      headers: json,
+      setupRequest: (request) => ({
+        ...request,
+        body: JSON.stringify({ email: cycle(prepared.resets, nextExchange++).email, code: EMAIL_CODE }),
+      }),
+    },
+    {
+      id: 'reset-password',
+      title: 'POST /api/auth/email/reset-password (a prepared link token each; scrypt by design)',
+      url: `${base}/api/auth/email/reset-password`,
+      method: 'POST',
+      headers: json,
+      setupRequest: (request) => ({
+        ...request,
+        body: JSON.stringify({ otp: cycle(prepared.resets, nextReset++).token, newPassword: 'bench new password' }),
+      }),
+    },
+    {
+      id: 'otp-sign-in',
+      title: 'POST /api/auth/sessions, method otp (a prepared code each; a new address becomes an account)',
+      url: `${base}/api/auth/sessions?client_type=mobile`,
+      method: 'POST',
+      headers: json,
+      setupRequest: (request) => ({
+        ...request,
+        body: JSON.stringify({ method: 'otp', email: cycle(prepared.otpSignIns, nextOtp++), otp: EMAIL_CODE }),
+      }),
+    },
     ...(['float', 'base64'] as const).flatMap((format): Case[] => [
       {
         id: `upstream-${format}`,
@@ -214,6 +264,12 @@ try {
   }
   if (nextSignUp > prepared.signUps.length) {
     progress(`warning: ${nextSignUp} verifications for ${prepared.signUps.length} prepared sign-ups`);
+  }
+  for (const [used, name] of [
+    [Math.max(nextExchange, nextReset), 'password resets'],
+    [nextOtp, 'passwordless sign-ins'],
+  ] as const) {
+    if (used > prepared.resets.length) progress(`warning: ${used} ${name} for ${prepared.resets.length} prepared`);
   }
   memory.stop();
 

@@ -5,7 +5,7 @@ import { type Kysely, sql } from 'kysely';
 import pg from 'pg';
 import { seedUsers } from '../../scripts/lib/seed.ts';
 import { codeHmacWith } from '../../src/auth/auth-context.ts';
-import { deriveKeys, hashPassword, sha256Hex } from '../../src/auth/crypto.ts';
+import { deriveKeys, hashPassword, hmacHex, sha256Hex } from '../../src/auth/crypto.ts';
 import type { DatabaseConfig } from '../../src/config.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
@@ -20,6 +20,8 @@ import { benchAdminEnv, benchServiceEnv } from './setup.ts';
 export const PREPARED_DOMAIN = 'bench.invalid';
 export const VERIFY_CODE = '424242';
 export const SIGN_IN = { email: `sign-in@${PREPARED_DOMAIN}`, password: 'bench-password' };
+/** The live code of every prepared password reset and passwordless sign-in. */
+export const EMAIL_CODE = '313131';
 
 export interface PreparedDatabase {
   /** Environment that points the service at the database. */
@@ -28,6 +30,10 @@ export interface PreparedDatabase {
   users: number;
   /** Emails of unverified sign-ups, each with the live code VERIFY_CODE. */
   signUps: string[];
+  /** Verified accounts, each with a live reset code EMAIL_CODE and a live reset link token (`token`). */
+  resets: Array<{ email: string; token: string }>;
+  /** Addresses without an account, each with a live sign-in code EMAIL_CODE. */
+  otpSignIns: string[];
   version: string;
   /** The EXPLAIN ANALYZE of a statement, as text (PostgreSQL only: PGlite runs in the service). */
   explain?: (statement: unknown) => Promise<string>;
@@ -90,6 +96,54 @@ async function prepareAccounts(db: Kysely<Database>, count: number): Promise<str
   return emails;
 }
 
+/**
+ * Password resets and passwordless sign-ins ready to be spent, `count` of each, with the codes
+ * stored as the service stores them (an HMAC bound to purpose and address; link tokens as SHA-256).
+ */
+async function prepareEmailCodes(
+  db: Kysely<Database>,
+  count: number,
+): Promise<{ resets: Array<{ email: string; token: string }>; otpSignIns: string[] }> {
+  // Sign-in codes of addresses without an account are not removed with the prepared users.
+  await sql`delete from email_codes where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
+  const { otp } = deriveKeys(benchServiceEnv.JWT_SECRET);
+  const codeHmac = (purpose: string, email: string) => hmacHex(otp, `${purpose}\n${email}\n${EMAIL_CODE}`);
+  const passwordHash = await hashPassword('bench-old-password');
+  const resets: Array<{ email: string; token: string }> = [];
+  const otpSignIns: string[] = [];
+  for (let start = 0; start < count; start += 2000) {
+    const ids: string[] = [];
+    const emails: string[] = [];
+    const tokens: string[] = [];
+    const otpEmails: string[] = [];
+    for (let i = start; i < Math.min(start + 2000, count); i++) {
+      ids.push(randomUUID());
+      emails.push(`reset-${i}@${PREPARED_DOMAIN}`);
+      tokens.push(randomUUID().replaceAll('-', '') + randomUUID().replaceAll('-', ''));
+      otpEmails.push(`otp-${i}@${PREPARED_DOMAIN}`);
+    }
+    await sql`insert into users (id, email, password_hash, email_verified)
+      select id, email, ${passwordHash}, true from unnest(${ids}::uuid[], ${emails}::text[]) as t(id, email)`.execute(
+      db,
+    );
+    await sql`insert into email_codes (email, purpose, user_id, code_hmac, expires_at, created_at)
+      select email, 'password_reset', id, hmac, now() + interval '1 hour', now()
+      from unnest(${ids}::uuid[], ${emails}::text[], ${emails.map((e) => codeHmac('password_reset', e))}::text[])
+        as t(id, email, hmac)`.execute(db);
+    await sql`insert into password_reset_tokens (token_hash, user_id, kind, expires_at, created_at)
+      select th, id, 'link', now() + interval '1 hour', now()
+      from unnest(${ids}::uuid[], ${tokens.map(sha256Hex)}::text[]) as t(id, th)`.execute(db);
+    await sql`insert into email_codes (email, purpose, user_id, code_hmac, expires_at, created_at)
+      select email, 'sign_in', null, hmac, now() + interval '1 hour', now()
+      from unnest(${otpEmails}::text[], ${otpEmails.map((e) => codeHmac('sign_in', e))}::text[]) as t(email, hmac)`.execute(
+      db,
+    );
+    resets.push(...emails.map((email, i) => ({ email, token: tokens[i] as string })));
+    otpSignIns.push(...otpEmails);
+  }
+  return { resets, otpSignIns };
+}
+
 /** Opens (creating and seeding when needed) the benchmark's database and prepares this run's accounts. */
 export async function prepareDatabase(o: PrepareOptions): Promise<PreparedDatabase> {
   let config: DatabaseConfig;
@@ -115,18 +169,21 @@ export async function prepareDatabase(o: PrepareOptions): Promise<PreparedDataba
     const signUps = await prepareAccounts(database.db, o.signUps);
     // Flushes the sign-ups out of the search indexes' pending lists (GIN fastupdate): otherwise
     // every search scans them, about 17 ms for 7,500 new users, until autovacuum runs.
+    const { resets, otpSignIns } = await prepareEmailCodes(database.db, o.signUps);
     await sql`vacuum analyze users`.execute(database.db);
     const version = (await sql<{ v: string }>`select current_setting('server_version') as v`.execute(database.db))
       .rows[0]?.v as string;
     const users = await seededUsers(database.db);
     if (o.kind === 'pglite') {
       await database.close(); // the service takes the data directory over
-      return { env, users, signUps, version, close: async () => {} };
+      return { env, users, signUps, resets, otpSignIns, version, close: async () => {} };
     }
     return {
       env,
       users,
       signUps,
+      resets,
+      otpSignIns,
       version,
       explain: async (statement) => {
         const { rows } = await sql<{
