@@ -224,7 +224,7 @@ t.test('the checks hold by themselves (an account disabled without its sessions 
   t.equal((await a.refresh(bob.refreshToken)).statusCode, 200, 'enabled: the refresh token (not rotated) works');
 });
 
-t.test('a disabled account cannot verify its address; the code stays unused', async (t) => {
+t.test('a disabled account cannot verify its address; disabling voids the code and link sent before', async (t) => {
   const a = await buildAccountsApp(t, { label: 'admin-verify', env: { REQUIRE_EMAIL_VERIFICATION: 'true' } });
   const email = newEmail('pending');
   const signUp = await a.app.inject({ method: 'POST', url: '/api/auth/users', payload: { email, password: PASSWORD } });
@@ -243,7 +243,36 @@ t.test('a disabled account cannot verify its address; the code stays unused', as
   assertErrorBody(t, await a.verify({ otp: mail.token }), 400, 'INVALID_OTP');
   t.equal((await a.getUser(a.admin.accessToken, id)).json().emailVerified, false, 'not verified');
   t.equal((await a.updateUser(a.admin.accessToken, id, { disabled: false })).statusCode, 200, 'enabled');
-  t.equal((await a.verify({ otp: mail.token })).statusCode, 200, 'the link was not used up by the refusals');
+  assertErrorBody(t, await a.verify({ otp: mail.token }), 400, 'INVALID_OTP');
+  assertErrorBody(t, await a.verify({ email, otp: mail.code }), 400, 'INVALID_OTP');
+});
+
+t.test('a reset link sent before the account was disabled does not work once it is enabled again', async (t) => {
+  const a = await buildAccountsApp(t, { label: 'admin-reset' });
+  const bob = await a.signUp();
+  const sent = await a.app.inject({
+    method: 'POST',
+    url: '/api/auth/email/send-reset-password',
+    payload: { email: bob.email },
+  });
+  t.equal(sent.statusCode, 202);
+  const mail = await a.firstMail(bob.email);
+  t.match(mail.token, /^[0-9a-f]{64}$/, 'the reset link came');
+  t.equal((await a.updateUser(a.admin.accessToken, bob.userId, { disabled: true })).statusCode, 200, 'disabled');
+  t.equal((await a.updateUser(a.admin.accessToken, bob.userId, { disabled: false })).statusCode, 200, 'enabled');
+  const reset = (otp: string | undefined) =>
+    a.app.inject({
+      method: 'POST',
+      url: '/api/auth/email/reset-password',
+      payload: { otp, newPassword: 'a password from before' },
+    });
+  assertErrorBody(t, await reset(mail.token), 400, 'INVALID_OTP');
+  const exchanged = await a.app.inject({
+    method: 'POST',
+    url: '/api/auth/email/exchange-reset-password-token',
+    payload: { email: bob.email, code: mail.code },
+  });
+  assertErrorBody(t, exchanged, 400, 'INVALID_OTP');
 });
 
 t.test('PATCH and DELETE refuse bad input', async (t) => {

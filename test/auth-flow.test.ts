@@ -150,6 +150,12 @@ t.test('the verification link follows EMAIL_VERIFY_URL, or PUBLIC_URL when only 
     t.match(mail.token, /^[0-9a-f]{64}$/);
     t.equal(mail.link, `https://app.example.com/verify?token=${mail.token}`);
   });
+  t.test('EMAIL_VERIFY_URL with a query string of its own', async (t) => {
+    const { signUpAndReadMail } = await setup(t, { EMAIL_VERIFY_URL: 'https://app.example.com/verify?lang=en' });
+    const mail = await signUpAndReadMail(newEmail('link'));
+    t.match(mail.token, /^[0-9a-f]{64}$/);
+    t.equal(mail.link, `https://app.example.com/verify?lang=en&token=${mail.token}`);
+  });
   t.test('PUBLIC_URL', async (t) => {
     const { signUpAndReadMail } = await setup(t, { PUBLIC_URL: 'https://accounts.example.com' });
     const mail = await signUpAndReadMail(newEmail('link'));

@@ -487,3 +487,53 @@ t.test('a password change while signed in voids the reset code and link sent bef
   assertErrorBody(t, await s.exchange(email, mail.code), 400, 'INVALID_OTP');
   t.equal((await s.signIn(email, 'the owner chose this one')).statusCode, 200, "the owner's password stands");
 });
+
+t.test(
+  "guesses where an address has no live code do not use up its daily attempts: the owner's next code works",
+  async (t) => {
+    const s = await setup(t);
+    const email = await s.account('no-lockout');
+    // More guesses than the daily allowance (50), spread over the code endpoints, while no code is live.
+    for (let i = 0; i < 30; i++) assertErrorBody(t, await s.exchange(email, wrongCode('123456')), 400, 'INVALID_OTP');
+    for (let i = 0; i < 25; i++) {
+      const res = await s.verify({ email, otp: wrongCode('123456') });
+      t.equal(res.statusCode, 400);
+    }
+    const mail = await s.resetMail(email);
+    const exchanged = await s.exchange(email, mail.code);
+    t.equal(exchanged.statusCode, 200, "the owner's freshly mailed code is accepted");
+  },
+);
+
+t.test('a new reset email voids the token exchanged for the code of the one before', async (t) => {
+  const s = await setup(t);
+  const email = await s.account('re-sent');
+  const first = await s.resetMail(email);
+  const exchanged = await s.exchange(email, first.code);
+  t.equal(exchanged.statusCode, 200);
+  const { token } = body(exchanged) as { token: string };
+  await s.resetMail(email);
+  assertErrorBody(t, await s.reset(token), 400, 'INVALID_OTP');
+});
+
+t.test('a reset of an account whose address was not verified clears the profile its first sign-up set', async (t) => {
+  const s = await setup(t, { env: { REQUIRE_EMAIL_VERIFICATION: 'false' } });
+  const email = newEmail('planted');
+  const squatter = await s.post('/api/auth/users?client_type=mobile', {
+    email,
+    password: PASSWORD,
+    name: 'Support Team',
+  });
+  t.equal(squatter.statusCode, 201);
+  const planted = await s.app.inject({
+    method: 'PATCH',
+    url: '/api/auth/profiles/current',
+    headers: { authorization: `Bearer ${String(body(squatter).accessToken)}` },
+    payload: { profile: { avatar_url: 'https://attacker.example/a.png', bio: 'planted' } },
+  });
+  t.equal(planted.statusCode, 200);
+  const mail = await s.resetMail(email, false);
+  t.equal((await s.reset(mail.token)).statusCode, 200);
+  const signedIn = await s.signIn(email, NEW_PASSWORD);
+  t.same((body(signedIn).user as { profile: unknown }).profile, { name: null, avatar_url: null });
+});

@@ -355,3 +355,13 @@ t.test('send-otp input errors', async (t) => {
     'INVALID_INPUT',
   );
 });
+
+t.test('the profile set by whoever signed up first is gone once the owner proves the mailbox by code', async (t) => {
+  const s = await setup(t);
+  const email = newEmail('pre-hijack');
+  t.equal((await s.signUp(email, { name: 'Attacker Name' })).statusCode, 202);
+  const mail = await s.codeMail(email);
+  const res = await s.signInWithCode(email, mail.code, { name: 'The Owner' });
+  t.equal(res.statusCode, 200);
+  t.same((body(res).user as User).profile, { name: 'The Owner', avatar_url: null });
+});

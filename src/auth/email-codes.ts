@@ -16,17 +16,18 @@ export function createEmailCodeChecks(deps: AuthDeps) {
     hmacHex(deps.keys.otp, `${purpose}\n${email}\n${code}`);
 
   /**
-   * A code submission for a (lower-cased) address. The address's daily attempt is counted (one
-   * writing statement, account or not) and the code's attempt taken before comparing, so that
-   * concurrent guesses cannot share attempts; wrong, expired, used, voided and missing codes all
-   * throw the same INVALID_OTP. Returns the code's row, not yet consumed.
+   * A code submission for a (lower-cased) address. The code's attempt is taken and the address's
+   * daily attempt counted (one writing statement, account or not; a guess at a live code only)
+   * before comparing, so that concurrent guesses cannot share attempts; wrong, expired, used, voided
+   * and missing codes all throw the same INVALID_OTP. Returns the code's row, not yet consumed.
    */
   async function check(purpose: EmailCodePurpose, email: string, code: string): Promise<emailCodes.EmailCodeRow> {
     const now = clock.now();
-    const { attempts, row } = await db.transaction().execute(async (trx) => ({
-      attempts: await addressLimits.recordCodeAttempt(trx, email, now),
-      row: await emailCodes.takeCodeAttempt(trx, email, purpose),
-    }));
+    const { attempts, row } = await db.transaction().execute(async (trx) => {
+      const taken = await emailCodes.takeCodeAttempt(trx, email, purpose);
+      const againstLiveCode = taken !== undefined && taken.expires_at > now;
+      return { attempts: await addressLimits.recordCodeAttempt(trx, email, now, againstLiveCode), row: taken };
+    });
     const matches = constantTimeEqual(row?.code_hmac ?? '0'.repeat(64), codeHmac(purpose, email, code));
     const live =
       row !== undefined &&

@@ -90,16 +90,18 @@ export function createEmailVerification(
   }
 
   /**
-   * A code submission: the address's attempt is counted (one writing statement, account or not) and
-   * the code's attempt taken before comparing, so that concurrent guesses cannot share attempts.
+   * A code submission: the code's attempt is taken and the address's attempt counted (one writing
+   * statement, account or not; a guess at a live code only) before comparing, so that concurrent
+   * guesses cannot share attempts.
    */
   async function checkCode(emailInput: string, otp: string): Promise<verifications.VerificationRow> {
     const email = emailInput.toLowerCase();
     const now = clock.now();
-    const { attempts, v } = await db.transaction().execute(async (trx) => ({
-      attempts: await addressLimits.recordCodeAttempt(trx, email, now),
-      v: await verifications.takeCodeAttempt(trx, email),
-    }));
+    const { attempts, v } = await db.transaction().execute(async (trx) => {
+      const taken = await verifications.takeCodeAttempt(trx, email);
+      const againstLiveCode = taken !== undefined && taken.code_expires_at > now;
+      return { attempts: await addressLimits.recordCodeAttempt(trx, email, now, againstLiveCode), v: taken };
+    });
     const matches = constantTimeEqual(v?.code_hmac ?? '0'.repeat(64), codes.codeHmac(email, otp));
     const live =
       v !== undefined &&

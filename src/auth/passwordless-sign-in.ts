@@ -73,7 +73,7 @@ export function createPasswordlessSignIn(
       if (account.disabled_at !== null) return undefined;
       let ended: string[] = [];
       if (!account.email_verified) {
-        await accounts.proveMailboxWithoutPassword(trx, account.id);
+        await accounts.proveMailboxWithoutPassword(trx, account.id, input.name ?? null);
         await verifications.deleteVerifications(trx, account.id);
         ended = await sessions.revokeUserSessions(trx, account.id, now);
       }

@@ -32,6 +32,9 @@ export function allowedRedirect(
 
 /** The link of a verification email: the page, its token, and the allowed redirect the page goes to afterwards. */
 export function linkWithRedirect(page: string, token: string, redirectTo: string | undefined): string {
-  const link = `${page}?token=${token}`;
-  return redirectTo === undefined ? link : `${link}&redirect_to=${encodeURIComponent(redirectTo)}`;
+  // Through the URL API: the page's own query string (EMAIL_VERIFY_URL may have one) is kept.
+  const link = new URL(page);
+  link.searchParams.set('token', token);
+  if (redirectTo !== undefined) link.searchParams.set('redirect_to', redirectTo);
+  return link.href;
 }

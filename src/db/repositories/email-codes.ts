@@ -98,10 +98,9 @@ export async function issueResetCode(
     .onConflict((oc) => oc.columns(['email', 'purpose']).doUpdateSet(REISSUE))
     .returning('user_id')
     .executeTakeFirst();
-  // The link sent before is void: one live link per account.
+  // The link sent before is void, and so is any token exchanged for its code: one live reset per account.
   await db
     .deleteFrom('password_reset_tokens')
-    .where('kind', '=', 'link')
     .where('user_id', 'in', (eb) => eb.selectFrom('users').select('id').where('email', '=', email))
     .execute();
   await db

@@ -1,5 +1,5 @@
 // Writes to accounts made by proving a mailbox (a password reset, a sign-in by email code).
-import type { Selectable } from 'kysely';
+import { type Selectable, sql } from 'kysely';
 import type { Executor, UsersTable } from '../schema.ts';
 
 export type LockedUser = Selectable<UsersTable>;
@@ -14,11 +14,22 @@ export async function lockUserByEmail(db: Executor, email: string): Promise<Lock
   return db.selectFrom('users').selectAll().where('email', '=', email).forUpdate().executeTakeFirst();
 }
 
-/** Sets the password a reset chose, and marks the address verified (the reset proved the mailbox). */
+/** The profile of an account whose mailbox was just proven: whoever signed up before chose none of it. */
+const provenProfile = (name: string | null) => JSON.stringify({ name, avatar_url: null });
+
+/**
+ * Sets the password a reset chose, and marks the address verified (the reset proved the mailbox).
+ * The profile of an account whose address was not verified was set by whoever signed up with it,
+ * perhaps not the owner: it starts again empty.
+ */
 export async function setPasswordAfterReset(db: Executor, userId: string, passwordHash: string): Promise<void> {
   await db
     .updateTable('users')
-    .set({ password_hash: passwordHash, email_verified: true })
+    .set({
+      password_hash: passwordHash,
+      email_verified: true,
+      profile: sql`case when email_verified then profile else ${provenProfile(null)}::jsonb end`,
+    })
     .where('id', '=', userId)
     .execute();
 }
@@ -41,9 +52,14 @@ export async function insertPasswordlessUser(db: Executor, email: string, name: 
 }
 
 /**
- * Marks an unverified account's address verified by an email code and removes its password: one
- * set before the mailbox was proven may be whoever signed up with someone else's address.
+ * Marks an unverified account's address verified by an email code and removes its password and
+ * profile: they were set before the mailbox was proven, perhaps by whoever signed up with someone
+ * else's address. The profile keeps only the name sent with the code.
  */
-export async function proveMailboxWithoutPassword(db: Executor, userId: string): Promise<void> {
-  await db.updateTable('users').set({ email_verified: true, password_hash: null }).where('id', '=', userId).execute();
+export async function proveMailboxWithoutPassword(db: Executor, userId: string, name: string | null): Promise<void> {
+  await db
+    .updateTable('users')
+    .set({ email_verified: true, password_hash: null, profile: sql`${provenProfile(name)}::jsonb` })
+    .where('id', '=', userId)
+    .execute();
 }
