@@ -2,14 +2,6 @@
 // or the time of send-otp, send-reset-password, a wrong reset code or a wrong sign-in code: each
 // runs the very same database statements, and writes, for every kind of address (the approach of
 // enumeration-work.test.ts, applied to the passwordless sign-in and password-reset flows).
-import type {
-  KyselyPlugin,
-  PluginTransformQueryArgs,
-  PluginTransformResultArgs,
-  QueryResult,
-  RootOperationNode,
-  UnknownRow,
-} from 'kysely';
 import t, { type Test } from 'tap';
 import { buildApp } from '../src/app.ts';
 import { type Env, loadConfig } from '../src/config.ts';
@@ -17,24 +9,7 @@ import { newEmail, wrongCode } from './helpers/auth.ts';
 import { TestClock } from './helpers/clock.ts';
 import { createTestDatabase } from './helpers/database.ts';
 import { startSmtpCapture } from './helpers/smtp.ts';
-
-/** Records the SQL text of every statement, and the rows they wrote, while `recording` is set. */
-class StatementRecorder implements KyselyPlugin {
-  recording: string[] | undefined;
-  rowsWritten = 0;
-  #compile: ((node: RootOperationNode) => string) | undefined;
-  setCompiler(compile: (node: RootOperationNode) => string) {
-    this.#compile = compile;
-  }
-  transformQuery(args: PluginTransformQueryArgs): RootOperationNode {
-    if (this.recording && this.#compile) this.recording.push(this.#compile(args.node));
-    return args.node;
-  }
-  async transformResult(args: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
-    if (this.recording) this.rowsWritten += Number(args.result.numAffectedRows ?? 0);
-    return args.result;
-  }
-}
+import { StatementRecorder } from './helpers/statement-recorder.ts';
 
 async function setup(t: Test, env: Env = {}) {
   const database = await createTestDatabase();

@@ -1,14 +1,6 @@
 // Whether an address has an account, verified or not, must not show in the time sign-up,
 // send-verification and verify take: each runs the very same database statements for a
 // known-unverified, a known-verified and an unknown address (the figures are in bench/enumeration-timing.ts).
-import type {
-  KyselyPlugin,
-  PluginTransformQueryArgs,
-  PluginTransformResultArgs,
-  QueryResult,
-  RootOperationNode,
-  UnknownRow,
-} from 'kysely';
 import t, { type Test } from 'tap';
 import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
@@ -16,24 +8,7 @@ import { newEmail, wrongCode } from './helpers/auth.ts';
 import { TestClock } from './helpers/clock.ts';
 import { createTestDatabase } from './helpers/database.ts';
 import { startSmtpCapture } from './helpers/smtp.ts';
-
-/** Records the SQL text of every statement, and the rows they wrote, while `recording` is set. */
-class StatementRecorder implements KyselyPlugin {
-  recording: string[] | undefined;
-  rowsWritten = 0;
-  #compile: ((node: RootOperationNode) => string) | undefined;
-  setCompiler(compile: (node: RootOperationNode) => string) {
-    this.#compile = compile;
-  }
-  transformQuery(args: PluginTransformQueryArgs): RootOperationNode {
-    if (this.recording && this.#compile) this.recording.push(this.#compile(args.node));
-    return args.node;
-  }
-  async transformResult(args: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
-    if (this.recording) this.rowsWritten += Number(args.result.numAffectedRows ?? 0);
-    return args.result;
-  }
-}
+import { StatementRecorder } from './helpers/statement-recorder.ts';
 
 async function setup(t: Test) {
   const database = await createTestDatabase();
