@@ -1,9 +1,8 @@
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import t from 'tap';
 import { parse } from 'yaml';
+import { freePort } from '../scripts/lib/service-process.ts';
 import { BREAKER_MIN_CALLS } from '../src/embeddings/upstream-breaker.ts';
 import { version } from '../src/version.ts';
 import { buildTestApp } from './helpers/app.ts';
@@ -69,7 +68,7 @@ t.test('health reports Redis and the embeddings breaker; the database alone deci
     t.teardown(() => fake.close());
     const { app } = await buildTestApp(t, {
       env: {
-        REDIS_URL: `redis://127.0.0.1:${await closedPort()}`,
+        REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
         EMBEDDINGS_BASE_URL: fake.baseUrl,
         EMBEDDINGS_RETRY_BASE_MS: '1',
         EMBEDDINGS_BREAKER_RESET_MS: '60000',
@@ -94,14 +93,3 @@ t.test('health reports Redis and the embeddings breaker; the database alone deci
     t.ok(Date.now() - started < 1_500, 'a Redis that is down costs the check at most its short timeout');
   });
 });
-
-/** A loopback port nothing listens on (it was free a moment ago). */
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as net.AddressInfo;
-  server.close();
-  await once(server, 'close');
-  return port;
-}

@@ -8,6 +8,7 @@ import net from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
+import { freePort } from '../scripts/lib/service-process.ts';
 import { BREAKER_MIN_CALLS } from '../src/embeddings/upstream-breaker.ts';
 import { listenForMetrics } from '../src/metrics/listener.ts';
 import { buildTestApp } from './helpers/app.ts';
@@ -76,17 +77,6 @@ async function scrape(t: Test, app: FastifyInstance): Promise<Exposition> {
   t.equal(res.statusCode, 200, 'the scrape answers 200');
   t.match(String(res.headers['content-type']), EXPOSITION, 'in the text exposition format 0.0.4');
   return new Exposition(res.body);
-}
-
-/** A loopback port nothing listens on (it was free a moment ago). */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as net.AddressInfo;
-  server.close();
-  await once(server, 'close');
-  return port;
 }
 
 t.test('off by default: GET /metrics is a 404 like any unknown route, and nothing is collected', async (t) => {
