@@ -549,7 +549,7 @@ export interface paths {
          *       body, or `{}`, and for web no cookie): `Authorization: Bearer
          *       <accessToken>` ends the session that token belongs to, whatever its
          *       client type. The token must pass the same checks as on any Bearer
-         *       operation (`401 UNAUTHORIZED`, `TOKEN_EXPIRED` or, for a session
+         *       operation (`401 UNAUTHORIZED`, `AUTH_UNAUTHORIZED` or, for a session
          *       that has already ended, `SESSION_REVOKED`). No CSRF header is
          *       needed: browsers never attach an Authorization header by
          *       themselves.
@@ -606,8 +606,8 @@ export interface paths {
         /**
          * Get the current session
          * @description Returns the user that the access token belongs to, read fresh from
-         *     the database. An expired access token gets `401 TOKEN_EXPIRED`; the
-         *     client refreshes the session and retries.
+         *     the database. An expired access token gets `401 AUTH_UNAUTHORIZED`;
+         *     the client refreshes the session and retries.
          */
         get: operations["getCurrentSession"];
         put?: never;
@@ -939,8 +939,8 @@ export interface components {
          *     | `EMAIL_NOT_VERIFIED` | 403 | Sign-in with the right password of an account created while verification was not required, whose address is not verified yet. |
          *     | `USER_ALREADY_EXISTS` | 409 | Sign-up without verification for an address that already has an account. |
          *     | `SIGN_UP_DISABLED` | 403 | Sign-up is refused: the service does not allow sign-ups (`ALLOW_SIGN_UP=false`). |
-         *     | `UNAUTHORIZED` | 401 | The access token is missing, malformed or invalid. |
-         *     | `TOKEN_EXPIRED` | 401 | The access token has expired; refresh the session and retry. |
+         *     | `UNAUTHORIZED` | 401 | No access token: the `Authorization` header is missing or is not `Bearer <token>`. |
+         *     | `AUTH_UNAUTHORIZED` | 401 | The access token has expired or is not valid; refresh the session and retry. The code InsForge's clients refresh on. |
          *     | `SESSION_REVOKED` | 401 | The session the access token belongs to has ended (logout, refresh-token reuse, a password change, the account's role changed, disabled or deleted); sign in again. |
          *     | `PASSWORD_INCORRECT` | 403 | Changing the password: `currentPassword` is missing or wrong. |
          *     | `FORBIDDEN` | 403 | The caller is authenticated but lacks the role the operation needs. |
@@ -964,7 +964,7 @@ export interface components {
          *     | `HEADERS_TOO_LARGE` | 431 | The request's headers exceed 16 KiB or 1,000 lines; the connection is closed. Sent by the HTTP layer, before any operation. |
          * @enum {string}
          */
-        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "TOKEN_EXPIRED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
+        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "AUTH_UNAUTHORIZED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
         /**
          * @description The body of every error response.
          * @example {
@@ -1598,9 +1598,9 @@ export interface components {
             };
         };
         /**
-         * @description `UNAUTHORIZED`: the access token is missing, malformed or invalid.
-         *     `TOKEN_EXPIRED`: the access token has expired; refresh the session and
-         *     retry. `SESSION_REVOKED`: the session of the access token has ended
+         * @description `UNAUTHORIZED`: no access token (no `Authorization: Bearer <token>`
+         *     header). `AUTH_UNAUTHORIZED`: the access token has expired or is not
+         *     valid; refresh the session and retry. `SESSION_REVOKED`: the session of the access token has ended
          *     (logout, refresh-token reuse, a password change, an administrator
          *     changing the account's role, disabling or deleting it); sign in again.
          */
@@ -1890,12 +1890,16 @@ export interface components {
         /**
          * @description Web clients only: sets the rotated refresh token in the cookie
          *     `refresh_token` with `HttpOnly; Secure; SameSite=Lax; Path=/api/auth`
-         *     and a lifetime of 30 days. Absent for mobile and desktop clients.
+         *     (the server's `COOKIE_SAMESITE` and `COOKIE_DOMAIN` change `SameSite`
+         *     and `Domain`; `SameSite=None` comes with `Partitioned`) and the
+         *     session's remaining lifetime (30 days at most). Further
+         *     `refresh_token` lines, after it, expire the cookie's variants under
+         *     other settings (`Max-Age=0`). Absent for mobile and desktop clients.
          * @example refresh_token=pzRr3YP0PxKdC6W0P3u_r5AnV17-IeYpnDKdYN6nD94; Max-Age=2592000; Path=/api/auth; HttpOnly; Secure; SameSite=Lax
          */
         SetRefreshCookie: string;
         /**
-         * @description Web clients only, clears the cookie `refresh_token` (empty value, `Max-Age=0`).
+         * @description Web clients only, clears the cookie `refresh_token` (empty value, `Max-Age=0`), and its variants under other settings.
          * @example refresh_token=; Max-Age=0; Path=/api/auth; HttpOnly; Secure; SameSite=Lax
          */
         ClearRefreshCookie: string;
@@ -1940,7 +1944,7 @@ export interface operations {
                      *       "database": "up",
                      *       "redis": "up",
                      *       "embeddingsBreaker": "closed",
-                     *       "version": "0.7.0",
+                     *       "version": "0.8.0",
                      *       "uptimeSeconds": 3612.4
                      *     }
                      */
@@ -2862,9 +2866,9 @@ export interface operations {
             /**
              * @description `REFRESH_TOKEN_INVALID`: no refresh token and no access token was
              *     presented, or the refresh token is unknown, expired or already
-             *     revoked. Logging out by access token: `UNAUTHORIZED` (the token is
-             *     not valid), `TOKEN_EXPIRED`, or `SESSION_REVOKED` (its session has
-             *     already ended).
+             *     revoked. Logging out by access token: `AUTH_UNAUTHORIZED` (the
+             *     token has expired or is not valid), or `SESSION_REVOKED` (its
+             *     session has already ended).
              */
             401: {
                 headers: {

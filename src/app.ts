@@ -16,6 +16,7 @@ import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { AppContext } from './context.ts';
 import { registerContractDocs, registerContractRoutes } from './contract-routes.ts';
+import { corsHeaders, registerCors } from './cors.ts';
 import type { DatabaseHandle } from './db/database.ts';
 import { createEmbeddingsService } from './embeddings/embeddings-service.ts';
 import { errorHandler, notFoundHandler, toErrorResponse } from './errors.ts';
@@ -80,6 +81,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     // A path that cannot be decoded (a stray `%`) is refused before routing: in the Error shape too.
     frameworkErrors: (err, request, reply: FastifyReply) => {
       applySecurityHeaders(request, reply);
+      reply.headers(corsHeaders(config, request.headers.origin));
       const { body, headers } = toErrorResponse(err);
       void reply.code(body.statusCode).headers(headers).send(body);
     },
@@ -108,7 +110,9 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     reply.header('x-request-id', request.id);
   });
   // Before any plugin: hooks reach only the plugins registered after them.
-  registerSecurityHeaders(app);
+  registerSecurityHeaders(app, config);
+  // An app-wide hook: every answer of every route (429s and 404s included) gets the CORS headers.
+  await registerCors(app, config);
   // Metrics only when they are served somewhere (METRICS_TOKEN or METRICS_PORT).
   const metrics = config.metrics.token !== undefined || config.metrics.port !== undefined ? createMetrics() : null;
   app.decorate('metrics', metrics);
@@ -195,7 +199,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   );
 
   await registerContractDocs(app);
-  registerVerifyEmailPage(app);
+  await registerVerifyEmailPage(app, { auth, config });
   await registerResetPasswordPage(app, { auth, config });
   await registerContractRoutes(app, ctx);
 

@@ -44,6 +44,23 @@ const httpUrl = z
   .regex(/^https?:\/\/[^\s]+$/, 'must be an http:// or https:// URL')
   .transform((v) => v.replace(/\/+$/, ''));
 
+/** Why a CORS_ORIGINS entry is not an exact origin as browsers send it, or undefined when it is one. */
+function originProblem(origin: string): string | undefined {
+  if (origin.includes('*') || origin === 'null') {
+    return 'must list exact origins: a wildcard or "null" cannot be trusted with credentials';
+  }
+  const url = URL.parse(origin);
+  if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    return 'must list origins such as https://app.example.com (http or https)';
+  }
+  if (url.origin !== origin) return `must list origins as browsers send them: write ${url.origin}`;
+  // A host name (letters, digits, hyphens, dots), an IPv4 address or a bracketed IPv6 one.
+  if (!/^([a-z0-9-]+\.)*[a-z0-9-]+$|^\[[0-9a-f:.]+\]$/.test(url.hostname)) {
+    return 'must list origins whose host is a domain name or an IP address';
+  }
+  return undefined;
+}
+
 const envSchema = z.object({
   NODE_ENV: z
     .enum(['development', 'production', 'test'], { error: 'must be development, production or test' })
@@ -79,6 +96,40 @@ const envSchema = z.object({
   ADMIN_EMAIL: z.email('must be an email address').optional(),
   ADMIN_PASSWORD: z.string().min(8, 'must be 8 to 256 characters').max(256, 'must be 8 to 256 characters').optional(),
   COOKIE_SECURE: flag.default(true),
+  COOKIE_SAMESITE: z
+    .string()
+    .trim()
+    .toLowerCase()
+    .pipe(z.enum(['lax', 'strict', 'none'], { error: 'must be lax, strict or none' }))
+    .default('lax'),
+  COOKIE_DOMAIN: z
+    .string()
+    .trim()
+    .toLowerCase()
+    .regex(
+      /^\.?[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/,
+      'must be a domain name such as example.com (no scheme, port or path)',
+    )
+    .transform((v) => v.replace(/^\./, ''))
+    .optional(),
+  CORS_ORIGINS: z
+    .string()
+    .trim()
+    .transform((v, ctx) => {
+      const origins = v.split(/\s*,\s*/).filter((o) => o !== '');
+      for (const origin of origins) {
+        const problem = originProblem(origin);
+        if (problem !== undefined) {
+          ctx.addIssue({
+            code: 'custom',
+            message: origins.length > 1 ? `${problem}: ${JSON.stringify(origin)} is not` : problem,
+          });
+          return z.NEVER;
+        }
+      }
+      return origins;
+    })
+    .optional(),
   TRUST_PROXY: z
     .string()
     .trim()
@@ -187,7 +238,15 @@ export interface Config {
   mailFrom: string;
   /** An administrator account kept in place at every start. */
   admin: { email: string; password: string } | undefined;
-  cookieSecure: boolean;
+  /** The refresh cookie's attributes (web clients). SameSite=None cookies are also Partitioned (CHIPS). */
+  cookie: {
+    secure: boolean;
+    sameSite: 'lax' | 'strict' | 'none';
+    /** The Domain attribute; undefined: a host-only cookie (the service's host alone). */
+    domain: string | undefined;
+  };
+  /** Browser origins allowed to call the API with credentials (CORS) and to open realtime sockets. */
+  corsOrigins: readonly string[];
   /** Fastify's trustProxy: false, a hop count, or the proxies' addresses. Never "trust every hop". */
   trustProxy: false | number | string;
   redisUrl: string | undefined;
@@ -304,6 +363,11 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   if (e.NODE_ENV === 'production' && !e.COOKIE_SECURE) {
     throw new ConfigError('COOKIE_SECURE=false is refused when NODE_ENV=production (refresh cookies must be Secure)');
   }
+  if (e.COOKIE_SAMESITE === 'none' && !e.COOKIE_SECURE) {
+    throw new ConfigError(
+      'COOKIE_SAMESITE=none needs COOKIE_SECURE=true (browsers drop SameSite=None cookies that are not Secure)',
+    );
+  }
   if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS must not be larger than HTTP_REQUEST_TIMEOUT_MS');
   }
@@ -324,6 +388,20 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   }
   const dataDir = path.resolve(e.DATA_DIR);
   const publicUrl = e.PUBLIC_URL ?? `http://${e.HOST === '0.0.0.0' ? '127.0.0.1' : e.HOST}:${e.PORT}`;
+  const publicHost = URL.parse(publicUrl)?.hostname;
+  if (e.COOKIE_DOMAIN !== undefined && e.PUBLIC_URL === undefined) {
+    throw new ConfigError("COOKIE_DOMAIN needs PUBLIC_URL (the service's address, whose host must be in that domain)");
+  }
+  if (e.COOKIE_DOMAIN !== undefined && (publicHost === undefined || /^[\d.]+$|^\[/.test(publicHost))) {
+    throw new ConfigError(
+      'COOKIE_DOMAIN needs a PUBLIC_URL with a domain name: a cookie for an IP address takes no Domain',
+    );
+  }
+  if (e.COOKIE_DOMAIN !== undefined && publicHost !== e.COOKIE_DOMAIN && !publicHost?.endsWith(`.${e.COOKIE_DOMAIN}`)) {
+    throw new ConfigError(
+      `COOKIE_DOMAIN must be the host of PUBLIC_URL or a parent domain of it, or browsers refuse the cookie (got ${JSON.stringify(e.COOKIE_DOMAIN)} for ${publicHost})`,
+    );
+  }
   return Object.freeze({
     nodeEnv: e.NODE_ENV,
     port: e.PORT,
@@ -348,7 +426,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       e.ADMIN_EMAIL !== undefined && e.ADMIN_PASSWORD !== undefined
         ? Object.freeze({ email: e.ADMIN_EMAIL.toLowerCase(), password: e.ADMIN_PASSWORD })
         : undefined,
-    cookieSecure: e.COOKIE_SECURE,
+    cookie: Object.freeze({ secure: e.COOKIE_SECURE, sameSite: e.COOKIE_SAMESITE, domain: e.COOKIE_DOMAIN }),
+    corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     redisUrl: e.REDIS_URL,
     redisKeyPrefix: e.REDIS_KEY_PREFIX,

@@ -10,6 +10,7 @@ import { ApiError } from './errors.ts';
 import { createServiceHandlers } from './handlers/index.ts';
 import { findUnstorableString } from './json-values.ts';
 import { metricsTokenCheck } from './metrics/http.ts';
+import { cspHeader, DOCS_CSP } from './security-headers.ts';
 import { asyncapiYaml, specDocument, specYaml } from './spec.ts';
 
 const requireBody: preValidationHookHandler = async (request) => {
@@ -109,6 +110,8 @@ export async function registerContractDocs(app: FastifyInstance): Promise<void> 
   await app.register(fastifySwaggerUi, {
     routePrefix: '/docs',
     uiConfig: { deepLinking: true, tryItOutEnabled: true, persistAuthorization: true },
+    // Its pages and assets get their own CSP (the app's default, for JSON, would block them all).
+    staticCSP: cspHeader(DOCS_CSP),
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => specDocument);
   app.get('/openapi.yaml', { schema: { hide: true } }, async (_request, reply) =>

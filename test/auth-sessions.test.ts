@@ -222,7 +222,7 @@ t.test('a refresh token is never accepted as a Bearer access token', async (t) =
   const { verifiedAccount, session, current } = await setup(t);
   const s = await session(await verifiedAccount('bearer'), 'mobile');
   t.equal((await current(`Bearer ${s.accessToken}`)).statusCode, 200, 'control: the access token works');
-  assertErrorBody(t, await current(`Bearer ${s.refreshToken}`), 401, 'UNAUTHORIZED');
+  assertErrorBody(t, await current(`Bearer ${s.refreshToken}`), 401, 'AUTH_UNAUTHORIZED');
 });
 
 t.test('GET /api/auth/sessions/current', async (t) => {
@@ -240,7 +240,7 @@ t.test('GET /api/auth/sessions/current', async (t) => {
     assertErrorBody(t, await current(), 401, 'UNAUTHORIZED');
   });
 
-  t.test('an expired token of a real user: 401 TOKEN_EXPIRED', async (t) => {
+  t.test('an expired token of a real user: 401 AUTH_UNAUTHORIZED', async (t) => {
     const secret = await resolveJwtSecret(config, database.handle.db);
     const claims = decodeClaims(s.accessToken);
     const now = Math.floor(Date.now() / 1000);
@@ -250,7 +250,7 @@ t.test('GET /api/auth/sessions/current', async (t) => {
       secret,
       accessClaims(now - 3600, { sub: s.user.id, email: s.user.email, sid: claims.sid, exp: now - 2700 }),
     );
-    assertErrorBody(t, await current(`Bearer ${expired}`), 401, 'TOKEN_EXPIRED');
+    assertErrorBody(t, await current(`Bearer ${expired}`), 401, 'AUTH_UNAUTHORIZED');
   });
 });
 
@@ -265,8 +265,12 @@ t.test('web logout: 204, the cookie is cleared, and the session cannot refresh a
   t.equal(res.statusCode, 204, '204 with the CSRF header (the refusals above revoked nothing)');
   t.equal(res.body, '', 'no body');
   const cleared = refreshCookies(res);
-  t.equal(cleared.length, 1, 'one refresh_token Set-Cookie');
-  const cookie = cleared[0];
+  t.ok(cleared.length >= 1, 'refresh_token Set-Cookie lines');
+  t.ok(
+    cleared.every((c) => c.value === ''),
+    'each of them empties the cookie',
+  );
+  const cookie = cleared.at(-1); // the current variant's line, after the others' expiries
   const expires = cookie?.attributes.get('expires');
   t.ok(
     cookie?.attributes.get('max-age') === '0' || (expires !== undefined && Date.parse(expires) < Date.now()),

@@ -73,7 +73,7 @@ t.test('the typed client drives every operation over real HTTP', async (t) => {
       if (clientType === 'web') t.ok(api.tokens().csrfToken, 'the web session keeps a CSRF token');
       else t.not(api.tokens().refreshToken, before.refreshToken, 'the refresh token is rotated');
 
-      // The access token lives two seconds here: the next call meets 401 TOKEN_EXPIRED, and the
+      // The access token lives two seconds here: the next call meets 401 AUTH_UNAUTHORIZED, and the
       // client refreshes once and repeats it. (A token's expiry is a whole second: with one second
       // the refreshed token could expire before the repeated call arrived on a busy machine.)
       const expired = api.tokens().accessToken;

@@ -228,3 +228,80 @@ t.test('metrics: off by default; METRICS_TOKEN and METRICS_PORT are checked with
     t.notMatch((err as Error).message, /too-short-metrics-secret/, 'the token is never echoed');
   }
 });
+
+t.test('CORS_ORIGINS and the refresh cookie settings are checked with one line each', async (t) => {
+  t.same(loadConfig({}).corsOrigins, [], 'no origin listed by default');
+  t.same(loadConfig({}).cookie, { secure: true, sameSite: 'lax', domain: undefined }, 'cookie defaults');
+  t.same(
+    loadConfig({ CORS_ORIGINS: ' http://a.test , https://b.example:8443,http://localhost:5173 ' }).corsOrigins,
+    ['http://a.test', 'https://b.example:8443', 'http://localhost:5173'],
+    'a list with spaces',
+  );
+  t.ok(Object.isFrozen(loadConfig({ CORS_ORIGINS: 'http://a.test' }).corsOrigins), 'frozen');
+  const refused: Array<[Record<string, string>, RegExp]> = [
+    [{ CORS_ORIGINS: '*' }, /^CORS_ORIGINS must list exact origins: a wildcard .*cannot be trusted with credentials/],
+    [{ CORS_ORIGINS: 'http://a.test, *' }, /^CORS_ORIGINS must list exact origins: a wildcard/],
+    [{ CORS_ORIGINS: 'null' }, /^CORS_ORIGINS must list exact origins/],
+    [
+      { CORS_ORIGINS: 'http://a.test/path' },
+      /^CORS_ORIGINS must list origins as browsers send them: write http:\/\/a\.test \(/,
+    ],
+    [{ CORS_ORIGINS: 'http://a.test/' }, /: write http:\/\/a\.test \(got "http:\/\/a\.test\/"\)/],
+    [
+      { CORS_ORIGINS: 'HTTP://A.test' },
+      /^CORS_ORIGINS must list origins as browsers send them: write http:\/\/a\.test \(/,
+    ],
+    [{ CORS_ORIGINS: 'https://a.test:443' }, /: write https:\/\/a\.test \(/],
+    [
+      { CORS_ORIGINS: 'ftp://a.test' },
+      /^CORS_ORIGINS must list origins such as https:\/\/app\.example\.com \(http or https\)/,
+    ],
+    [{ CORS_ORIGINS: 'a.test' }, /^CORS_ORIGINS must list origins such as https:\/\/app\.example\.com/],
+    [{ CORS_ORIGINS: 'https://ok.example,http://b.test/x' }, /write http:\/\/b\.test\b.*"http:\/\/b\.test\/x"/],
+    [{ CORS_ORIGINS: 'https://*.example.com' }, /^CORS_ORIGINS must list exact origins: a wildcard/],
+    [{ COOKIE_SAMESITE: 'none', COOKIE_SECURE: 'false' }, /^COOKIE_SAMESITE=none needs COOKIE_SECURE=true/],
+    [{ COOKIE_SAMESITE: 'bogus' }, /^COOKIE_SAMESITE must be lax, strict or none \(got "bogus"\)$/],
+    [
+      { COOKIE_DOMAIN: 'example.com', PUBLIC_URL: 'https://api.other.com' },
+      /^COOKIE_DOMAIN must be the host of PUBLIC_URL or a parent domain of it/,
+    ],
+    [
+      { COOKIE_DOMAIN: 'ample.com', PUBLIC_URL: 'https://example.com' },
+      /^COOKIE_DOMAIN must be the host of PUBLIC_URL/,
+    ],
+    [
+      { COOKIE_DOMAIN: 'http://x' },
+      /^COOKIE_DOMAIN must be a domain name such as example\.com \(no scheme, port or path\)/,
+    ],
+    [{ COOKIE_DOMAIN: 'example.com:8080' }, /^COOKIE_DOMAIN must be a domain name/],
+    [{ COOKIE_DOMAIN: 'example.com' }, /^COOKIE_DOMAIN needs PUBLIC_URL/],
+    [
+      { COOKIE_DOMAIN: '0.0.1', PUBLIC_URL: 'http://127.0.0.1:7130' },
+      /^COOKIE_DOMAIN needs a PUBLIC_URL with a domain name/,
+    ],
+  ];
+  for (const [env, message] of refused) {
+    t.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env));
+    try {
+      loadConfig(env);
+    } catch (err) {
+      t.notMatch((err as Error).message, /\n/, `${JSON.stringify(env)}: one line`);
+    }
+  }
+  t.ok(loadConfig({ COOKIE_SAMESITE: 'none', COOKIE_SECURE: 'true' }), 'SameSite=None with Secure loads');
+  t.equal(loadConfig({ COOKIE_SAMESITE: 'None' }).cookie.sameSite, 'none', 'written as the attribute is: None');
+  t.equal(loadConfig({ COOKIE_SAMESITE: 'none' }).cookie.sameSite, 'none', 'COOKIE_SECURE defaults to true');
+  t.equal(loadConfig({ COOKIE_SAMESITE: 'strict', COOKIE_SECURE: 'false' }).cookie.sameSite, 'strict');
+  t.equal(
+    loadConfig({ COOKIE_DOMAIN: '.Example.COM', PUBLIC_URL: 'https://api.example.com' }).cookie.domain,
+    'example.com',
+    'lower-cased, no leading dot',
+  );
+  const parent = loadConfig({ COOKIE_DOMAIN: 'example.com', PUBLIC_URL: 'https://api.example.com' });
+  t.equal(parent.cookie.domain, 'example.com', 'a parent domain of PUBLIC_URL');
+  t.equal(
+    loadConfig({ COOKIE_DOMAIN: 'api.example.com', PUBLIC_URL: 'https://api.example.com' }).cookie.domain,
+    'api.example.com',
+    "PUBLIC_URL's own host",
+  );
+});

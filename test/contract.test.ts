@@ -127,18 +127,18 @@ t.test('secured operations refuse a missing, malformed, foreign-key or refresh-t
   const now = Math.floor(Date.now() / 1000);
   const tokens: Array<[string, string | undefined, string]> = [
     ['missing', undefined, 'UNAUTHORIZED'],
-    ['not a JWT', 'Bearer not-a-token', 'UNAUTHORIZED'],
-    ['alg none', `Bearer ${forgeJwt(null, accessClaims(now), 'none')}`, 'UNAUTHORIZED'],
-    ['signed with another key', `Bearer ${forgeJwt('x'.repeat(32), accessClaims(now))}`, 'UNAUTHORIZED'],
-    ['HS512 with the right key', `Bearer ${forgeJwt(secret, accessClaims(now), 'HS512')}`, 'UNAUTHORIZED'],
+    ['not a JWT', 'Bearer not-a-token', 'AUTH_UNAUTHORIZED'],
+    ['alg none', `Bearer ${forgeJwt(null, accessClaims(now), 'none')}`, 'AUTH_UNAUTHORIZED'],
+    ['signed with another key', `Bearer ${forgeJwt('x'.repeat(32), accessClaims(now))}`, 'AUTH_UNAUTHORIZED'],
+    ['HS512 with the right key', `Bearer ${forgeJwt(secret, accessClaims(now), 'HS512')}`, 'AUTH_UNAUTHORIZED'],
     [
       'refresh token as access token',
       `Bearer ${forgeJwt(secret, accessClaims(now, { token_use: 'refresh' }))}`,
-      'UNAUTHORIZED',
+      'AUTH_UNAUTHORIZED',
     ],
-    ['another audience', `Bearer ${forgeJwt(secret, accessClaims(now, { aud: 'elsewhere' }))}`, 'UNAUTHORIZED'],
-    ['another issuer', `Bearer ${forgeJwt(secret, accessClaims(now, { iss: 'elsewhere' }))}`, 'UNAUTHORIZED'],
-    ['expired', `Bearer ${forgeJwt(secret, accessClaims(now - 3600))}`, 'TOKEN_EXPIRED'],
+    ['another audience', `Bearer ${forgeJwt(secret, accessClaims(now, { aud: 'elsewhere' }))}`, 'AUTH_UNAUTHORIZED'],
+    ['another issuer', `Bearer ${forgeJwt(secret, accessClaims(now, { iss: 'elsewhere' }))}`, 'AUTH_UNAUTHORIZED'],
+    ['expired', `Bearer ${forgeJwt(secret, accessClaims(now - 3600))}`, 'AUTH_UNAUTHORIZED'],
     ['Basic scheme', 'Basic dXNlcjpwYXNz', 'UNAUTHORIZED'],
   ];
   const valid = forgeJwt(secret, accessClaims(now, { role: 'admin' }));

@@ -606,7 +606,7 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
       headers: { authorization: 'Bearer not.a.token' },
       payload: { model: MODEL, input: 'hello' },
     });
-    assertErrorBody(t, bad, 401, 'UNAUTHORIZED');
+    assertErrorBody(t, bad, 401, 'AUTH_UNAUTHORIZED');
     t.equal(fake.requests.length, 0);
   });
 });

@@ -120,7 +120,8 @@ type Client = ReturnType<typeof client>;
 
 /** The value of the refresh_token cookie a web answer sets. */
 function refreshCookie(reply: HttpReply): string | undefined {
-  const line = reply.setCookies.find((c) => c.startsWith('refresh_token='));
+  // The line that sets the cookie (the others expire its variants under other settings).
+  const line = reply.setCookies.find((c) => c.startsWith('refresh_token=') && !c.startsWith('refresh_token=;'));
   return line?.split(';')[0]?.slice('refresh_token='.length);
 }
 

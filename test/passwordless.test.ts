@@ -118,7 +118,7 @@ t.test('a new address becomes a verified account without a password', async (t) 
   t.same(user.providers, ['email']);
   t.type(body(res).csrfToken, 'string', 'web: a CSRF token');
   t.equal(body(res).refreshToken, null);
-  t.equal(refreshCookies(res).length, 1, 'web: the refresh cookie');
+  t.equal(refreshCookies(res).filter((c) => c.value !== '').length, 1, 'web: the refresh cookie');
   assertErrorBody(t, await s.signIn(email, PASSWORD), 401, 'INVALID_CREDENTIALS');
   const again = await s.codeMail(email);
   const second = await s.signInWithCode(email, again.code);

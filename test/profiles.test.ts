@@ -41,7 +41,7 @@ t.test('GET /api/auth/profiles/{userId}: the public part only, to any signed-in 
     t,
     await app.inject({ url: `/api/auth/profiles/${ada.userId}`, headers: { authorization: 'Bearer x.y.z' } }),
     401,
-    'UNAUTHORIZED',
+    'AUTH_UNAUTHORIZED',
   );
 
   const unknown = await getProfile(bob.accessToken, randomUUID());

@@ -57,7 +57,7 @@ t.test('the hooks on a bare Fastify: every answer, errors and framework errors i
       void reply.code(400).send({ error: 'INVALID_INPUT' });
     },
   });
-  registerSecurityHeaders(app);
+  registerSecurityHeaders(app, { publicUrl: 'http://127.0.0.1:7130' });
   await app.register(fastifyRateLimit, { global: false });
   app.post('/api/auth/sessions', { config: { rateLimit: { max: 1, timeWindow: 60_000 } } }, async () => ({ ok: 1 }));
   app.get('/api/auth/cached', async (_request, reply) => reply.header('cache-control', 'public, max-age=600').send({}));
@@ -188,7 +188,13 @@ t.test('every auth operation answers with Cache-Control: no-store, successes and
 
   const page = await app.inject({ url: `/auth/verify-email?token=${mail.token}` });
   assertNoStore(t, page, 'the verification page', 200);
-  assertNoStore(t, await app.inject({ url: '/auth/verify-email.js' }), 'the verification page script', 200);
+  const confirmed = await app.inject({
+    method: 'POST',
+    url: '/auth/verify-email',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: `token=${mail.token}`,
+  });
+  assertNoStore(t, confirmed, `the verification page, posted (${confirmed.statusCode})`);
 });
 
 t.test('sign-up that opens a session at once (201) is not cached either', async (t) => {
@@ -305,4 +311,86 @@ t.test('answers written outside Fastify are not cached either', async (t) => {
   const health = await request('/api/health');
   t.equal(health.kind === 'answer' && health.response.status, 200, 'health is answered');
   t.equal(health.kind === 'answer' && health.response.headers['cache-control'], undefined, 'and not no-store');
+});
+
+/** A Content-Security-Policy's directives by name (values joined by single spaces). */
+function cspOf(res: LightMyRequestResponse): Map<string, string> {
+  const directives = new Map<string, string>();
+  for (const part of String(res.headers['content-security-policy'] ?? '').split(';')) {
+    const [name, ...values] = part.trim().split(/\s+/);
+    if (name) directives.set(name.toLowerCase(), values.join(' '));
+  }
+  return directives;
+}
+
+t.test('helmet: CSPs, no framing, no referrer; HSTS only on an https PUBLIC_URL', async (t) => {
+  const { app } = await buildTestApp(t);
+  const token = 'ab'.repeat(32);
+
+  const health = await app.inject({ url: '/api/health' });
+  t.equal(health.statusCode, 200);
+  const api = cspOf(health);
+  t.equal(api.get('default-src'), "'none'", "JSON: default-src 'none'");
+  t.equal(api.get('frame-ancestors'), "'none'", "JSON: frame-ancestors 'none'");
+  t.notOk(api.has('script-src'), 'JSON: no script-src');
+  t.equal(health.headers['x-frame-options'], 'DENY', 'X-Frame-Options: DENY');
+  t.equal(health.headers['referrer-policy'], 'no-referrer', 'Referrer-Policy: no-referrer');
+  t.equal(health.headers['strict-transport-security'], undefined, 'no HSTS on a plain-http PUBLIC_URL');
+  const error = await app.inject({ url: '/api/auth/sessions/current' });
+  t.equal(error.statusCode, 401);
+  t.equal(cspOf(error).get('default-src'), "'none'", 'an error answer has the JSON CSP too');
+  t.equal(error.headers['x-frame-options'], 'DENY', 'and X-Frame-Options: DENY');
+
+  const verifyPage = await app.inject({ url: `/auth/verify-email?token=${token}` });
+  t.equal(verifyPage.statusCode, 200, 'the verification page');
+  const verifyCsp = cspOf(verifyPage);
+  // A page that runs a script of this origin calling the API (as in fe56e2e) needs script-src and
+  // connect-src 'self'; a page without script (a form posted back) must allow none.
+  if (/<script\b/i.test(verifyPage.body)) {
+    t.equal(verifyCsp.get('script-src'), "'self'", "verification page with its script: script-src 'self'");
+    t.equal(verifyCsp.get('connect-src'), "'self'", "verification page with its script: connect-src 'self'");
+  } else {
+    t.notOk(verifyCsp.has('script-src'), 'verification page without script: no script-src');
+    t.equal(verifyCsp.get('form-action'), "'self'", "verification page without script: form-action 'self'");
+  }
+  t.equal(verifyCsp.get('frame-ancestors'), "'none'", "verification page: frame-ancestors 'none'");
+  t.equal(verifyCsp.get('default-src'), "'none'", "verification page: default-src 'none'");
+  t.equal(
+    verifyPage.headers['referrer-policy'],
+    'no-referrer',
+    'verification page: no referrer (its URL has the token)',
+  );
+  t.equal(verifyPage.headers['x-frame-options'], 'DENY', 'verification page: X-Frame-Options: DENY');
+
+  const resetPage = await app.inject({ url: `/auth/reset-password?token=${token}` });
+  t.equal(resetPage.statusCode, 200, 'the reset-password page');
+  const form = cspOf(resetPage);
+  t.notOk(form.has('script-src'), 'reset page: no script-src (no script may run)');
+  t.equal(form.get('default-src'), "'none'", "reset page: default-src 'none' (so scripts are refused)");
+  t.equal(form.get('form-action'), "'self'", "reset page: form-action 'self'");
+  t.equal(form.get('frame-ancestors'), "'none'", "reset page: frame-ancestors 'none'");
+  t.equal(resetPage.headers['referrer-policy'], 'no-referrer', 'reset page: no referrer');
+
+  let docs = await app.inject({ url: '/docs/' });
+  for (let hops = 0; docs.statusCode >= 300 && docs.statusCode < 400 && hops < 3; hops++) {
+    docs = await app.inject({ url: String(docs.headers.location) });
+  }
+  t.equal(docs.statusCode, 200, 'the docs page');
+  t.match(String(docs.headers['content-type']), /^text\/html/);
+  const docsCsp = cspOf(docs);
+  t.equal(docsCsp.get('script-src'), "'self'", "docs: script-src 'self'");
+  t.equal(docsCsp.get('connect-src'), "'self'", "docs: connect-src 'self' (Try it out)");
+  t.equal(docsCsp.get('frame-ancestors'), "'none'", "docs: frame-ancestors 'none'");
+  t.equal(docsCsp.get('default-src'), "'none'", "docs: default-src 'none'");
+  t.equal(docs.headers['x-frame-options'], 'DENY', 'docs: X-Frame-Options: DENY');
+
+  // HSTS when PUBLIC_URL is https: a year, this host only.
+  const https = await buildTestApp(t, { env: { PUBLIC_URL: 'https://api.example.com' } });
+  const secured = await https.app.inject({ url: '/api/health' });
+  const hsts = String(secured.headers['strict-transport-security'] ?? '');
+  t.match(hsts, /(^|;\s*)max-age=31536000(\s*;|$)/, `HSTS max-age=31536000 (${hsts})`);
+  t.notMatch(hsts, /includesubdomains/i, 'HSTS without includeSubDomains');
+  t.notMatch(hsts, /preload/i, 'HSTS without preload');
+  const page = await https.app.inject({ url: `/auth/reset-password?token=${'cd'.repeat(32)}` });
+  t.equal(page.headers['strict-transport-security'], hsts, 'HSTS on pages too');
 });

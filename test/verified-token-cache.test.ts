@@ -37,6 +37,6 @@ t.test('a cached token does not vouch for a tampered or foreign copy', async (t)
   t.equal((await call(app, token)).statusCode, 200, 'and again, from the cache');
   const [head, body, signature] = token.split('.');
   const flipped = `${signature?.[0] === 'A' ? 'B' : 'A'}${signature?.slice(1)}`;
-  assertErrorBody(t, await call(app, `${head}.${body}.${flipped}`), 401, 'UNAUTHORIZED');
-  assertErrorBody(t, await call(other.app, token), 401, 'UNAUTHORIZED');
+  assertErrorBody(t, await call(app, `${head}.${body}.${flipped}`), 401, 'AUTH_UNAUTHORIZED');
+  assertErrorBody(t, await call(other.app, token), 401, 'AUTH_UNAUTHORIZED');
 });

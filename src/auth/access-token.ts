@@ -38,6 +38,25 @@ declare module 'fastify' {
 
 const sessionRevoked = () => new ApiError(401, 'SESSION_REVOKED', 'This session has ended; sign in again');
 
+/**
+ * An access token that has expired or is not valid: `401 AUTH_UNAUTHORIZED` over HTTP, the code on
+ * which InsForge's clients refresh the session by themselves and retry (a refresh cures both: an
+ * expired token, and one signed with a secret the service no longer uses). The socket handshake
+ * tells the two apart (`TOKEN_EXPIRED`, `UNAUTHORIZED`) from `reason`.
+ */
+export class AccessTokenRefused extends ApiError {
+  readonly reason: 'expired' | 'invalid';
+
+  constructor(reason: 'expired' | 'invalid') {
+    super(
+      401,
+      'AUTH_UNAUTHORIZED',
+      reason === 'expired' ? 'The access token has expired; refresh the session' : 'The access token is not valid',
+    );
+    this.reason = reason;
+  }
+}
+
 /** @fastify/jwt options: HS256 only, on both signing and verifying, with issuer and audience checked. */
 export function jwtOptions(secret: string, accessTokenTtlSeconds: number): FastifyJWTOptions {
   return {
@@ -96,14 +115,10 @@ export async function bearerAuth(request: FastifyRequest): Promise<void> {
   try {
     await request.jwtVerify();
   } catch (err) {
-    if ((err as { code?: string }).code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED') {
-      throw new ApiError(401, 'TOKEN_EXPIRED', 'The access token has expired; refresh it');
-    }
-    throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
+    const expired = (err as { code?: string }).code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED';
+    throw new AccessTokenRefused(expired ? 'expired' : 'invalid');
   }
-  if (!hasAccessTokenClaims(request.user)) {
-    throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
-  }
+  if (!hasAccessTokenClaims(request.user)) throw new AccessTokenRefused('invalid');
   cache.set(token, request.user, Date.now());
   if (request.server.sessionRevocations.isRevoked(request.user.sid)) throw sessionRevoked();
 }
@@ -113,9 +128,7 @@ export async function bearerAuth(request: FastifyRequest): Promise<void> {
  * checks as bearerAuth (its session included), the same 401 errors.
  */
 export function verifyAccessToken(app: FastifyInstance, token: string): AccessTokenClaims {
-  if (token.length > MAX_AUTHORIZATION_LENGTH) {
-    throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
-  }
+  if (token.length > MAX_AUTHORIZATION_LENGTH) throw new AccessTokenRefused('invalid');
   const cache = verifiedTokensOf(app);
   const known = cache.get(token, Date.now());
   if (known !== undefined) {
@@ -127,12 +140,9 @@ export function verifyAccessToken(app: FastifyInstance, token: string): AccessTo
     claims = app.jwt.verify<AccessTokenClaims>(token);
   } catch (err) {
     // app.jwt.verify throws the verifier's own error (fast-jwt's), not the request decorator's.
-    if ((err as { code?: string }).code === 'FAST_JWT_EXPIRED') {
-      throw new ApiError(401, 'TOKEN_EXPIRED', 'The access token has expired; refresh it');
-    }
-    throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
+    throw new AccessTokenRefused((err as { code?: string }).code === 'FAST_JWT_EXPIRED' ? 'expired' : 'invalid');
   }
-  if (!hasAccessTokenClaims(claims)) throw new ApiError(401, 'UNAUTHORIZED', 'The access token is not valid');
+  if (!hasAccessTokenClaims(claims)) throw new AccessTokenRefused('invalid');
   cache.set(token, claims, Date.now());
   if (app.sessionRevocations.isRevoked(claims.sid)) throw sessionRevoked();
   return claims;

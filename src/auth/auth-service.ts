@@ -48,7 +48,7 @@ export function createAuthService(deps: AuthDeps) {
   const mail = createBackgroundMail(deps.mailer, deps.db, deps.log);
   const sessions = createSessionIssuer(deps);
   const codes = createCodeIssuer(deps);
-  const { sendVerification, verifyEmail } = createEmailVerification(deps, sessions, mail, codes);
+  const { sendVerification, verifyEmail, confirmEmail } = createEmailVerification(deps, sessions, mail, codes);
   const { refresh, logout } = createSessionRefresh(deps, sessions);
   const emailCodes = createEmailCodeChecks(deps);
   const passwordReset = createPasswordReset(deps, sessions, mail, emailCodes);
@@ -74,6 +74,7 @@ export function createAuthService(deps: AuthDeps) {
     resetPassword: passwordReset.resetPassword,
     sendVerification,
     verifyEmail: reporting(verifyEmail, events && ((r) => events.emailVerification(r)), ['INVALID_OTP']),
+    confirmEmail: reporting(confirmEmail, events && ((r) => events.emailVerification(r)), ['INVALID_OTP']),
     refresh,
     logout,
     logoutByAccessToken: createAccessTokenLogout(deps, sessions),

@@ -1,6 +1,8 @@
+import type { Transaction } from 'kysely';
 import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as users from '../db/repositories/users.ts';
 import * as verifications from '../db/repositories/verifications.ts';
+import type { Database } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import { verificationEmail } from '../mail/templates.ts';
 import {
@@ -119,6 +121,24 @@ export function createEmailVerification(
     return v;
   }
 
+  /**
+   * Consumes a checked code or link and proves the mailbox, in `trx`. The pending password becomes
+   * the account's only when a single sign-up asked for it; after competing sign-ups the account has
+   * none until its owner sets one. Returns the verified account, and whether its password is set.
+   */
+  async function consume(trx: Transaction<Database>, v: verifications.VerificationRow, now: Date) {
+    // The row as consumed: a sign-up that competed after the code was read still counts.
+    const consumed = await verifications.consumeVerification(trx, v, now);
+    if (consumed === undefined) throw invalidOtp();
+    const password = consumed.contested ? null : (consumed.pending_password_hash ?? undefined);
+    await users.markEmailVerified(trx, consumed.user_id, password);
+    const user = await users.findUserById(trx, consumed.user_id);
+    // A disabled account is not verified and gets no session: the answer of a wrong code, and
+    // the rollback leaves the code unused.
+    if (!user || user.disabled_at !== null) throw invalidOtp();
+    return { user, hasPassword: user.password_hash !== null };
+  }
+
   async function verifyEmail(
     input: { otp: string; email?: string | undefined },
     client: ClientInfo,
@@ -132,21 +152,19 @@ export function createEmailVerification(
     }
     const v = isCode ? await checkCode(input.email as string, input.otp) : await checkLink(input.otp);
     const now = clock.now();
-    return db.transaction().execute(async (trx) => {
-      // The row as consumed: a sign-up that competed after the code was read still counts.
-      const consumed = await verifications.consumeVerification(trx, v, now);
-      if (consumed === undefined) throw invalidOtp();
-      // Proves the mailbox. The pending password becomes the account's only when a single
-      // sign-up asked for it; after competing sign-ups the account has none until its owner sets one.
-      const password = consumed.contested ? null : (consumed.pending_password_hash ?? undefined);
-      await users.markEmailVerified(trx, consumed.user_id, password);
-      const user = await users.findUserById(trx, consumed.user_id);
-      // A disabled account is not verified and gets no session: the answer of a wrong code, and
-      // the rollback leaves the code unused.
-      if (!user || user.disabled_at !== null) throw invalidOtp();
-      return sessions.start(user, client, trx);
-    });
+    return db.transaction().execute(async (trx) => sessions.start((await consume(trx, v, now)).user, client, trx));
   }
 
-  return { sendVerification, verifyEmail };
+  /**
+   * Proves the mailbox by a link token without opening a session: the service's own link page,
+   * which belongs to no app that could use one. The same checks and answers as verifyEmail. Says
+   * whether the account has a password to sign in with (none after competing sign-ups).
+   */
+  async function confirmEmail(token: string): Promise<{ hasPassword: boolean }> {
+    const v = await checkLink(token);
+    const now = clock.now();
+    return db.transaction().execute(async (trx) => ({ hasPassword: (await consume(trx, v, now)).hasPassword }));
+  }
+
+  return { sendVerification, verifyEmail, confirmEmail };
 }

@@ -26,8 +26,62 @@ function clientInfo(request: FastifyRequest, clientType: ClientType | undefined)
   return { clientType: clientType ?? 'web', userAgent: request.headers['user-agent'] ?? null, ip: request.ip };
 }
 
+/**
+ * The refresh cookie's attributes, the same when it is set and when it is cleared (a cookie is only
+ * replaced by one with the same name, domain, path and partition). A SameSite=None cookie is sent to
+ * the service from other sites' pages; browsers that block third-party cookies keep it only when it
+ * is Partitioned (CHIPS: one cookie jar per top-level site), so it always is.
+ */
 function cookieOptions(config: Readonly<Config>, maxAge: number) {
-  return { httpOnly: true, secure: config.cookieSecure, sameSite: 'lax' as const, path: COOKIE_PATH, maxAge };
+  const { secure, sameSite, domain } = config.cookie;
+  return variant(secure, sameSite, domain, sameSite === 'none', maxAge);
+}
+
+function variant(
+  secure: boolean,
+  sameSite: 'lax' | 'strict' | 'none',
+  domain: string | undefined,
+  partitioned: boolean,
+  maxAge: number,
+) {
+  return {
+    httpOnly: true,
+    secure,
+    sameSite,
+    path: COOKIE_PATH,
+    maxAge,
+    ...(domain !== undefined ? { domain } : {}),
+    ...(partitioned ? { partitioned: true } : {}),
+  };
+}
+
+/**
+ * Sets the refresh cookie (`value`, or cleared when undefined) and expires the variants of it that
+ * other settings would have made (host-only or COOKIE_DOMAIN's, partitioned or not): a browser that
+ * got one before COOKIE_DOMAIN or COOKIE_SAMESITE changed holds it beside the current one and sends
+ * it first, where it would fail the CSRF check of every refresh and logout. Written as Set-Cookie
+ * lines directly, in this order: the cookie plugin keeps one cookie per name, domain and path,
+ * whatever the partition, so it would drop all but one of them.
+ */
+function setRefreshCookie(config: Readonly<Config>, reply: FastifyReply, value: string | undefined, maxAge: number) {
+  const serialize = (v: string, attributes: ReturnType<typeof variant>) =>
+    reply.server.serializeCookie(REFRESH_COOKIE, v, attributes);
+  const { secure, sameSite, domain } = config.cookie;
+  const lines: string[] = [];
+  for (const otherDomain of domain === undefined ? [undefined] : [undefined, domain]) {
+    for (const partitioned of [false, true]) {
+      if (otherDomain === domain && partitioned === (sameSite === 'none')) continue;
+      // A Partitioned cookie must be Secure and SameSite=None to be set, and so to be replaced.
+      const attributes = partitioned
+        ? variant(true, 'none', otherDomain, true, 0)
+        : variant(secure, 'lax', otherDomain, false, 0);
+      lines.push(serialize('', attributes));
+    }
+  }
+  // The cookie itself last: a browser without partitioned cookies takes a Partitioned line for the
+  // same cookie as an unpartitioned one, and must end with the value, not with its expiry.
+  lines.push(serialize(value ?? '', cookieOptions(config, value === undefined ? 0 : maxAge)));
+  reply.header('set-cookie', lines);
 }
 
 /**
@@ -38,7 +92,7 @@ function sessionResult(config: Readonly<Config>, reply: FastifyReply, issued: Is
   const web = issued.clientType === 'web';
   const redirect = redirectTo ?? config.authRedirectUrl;
   // The cookie lives as long as the session still has (refreshing never extends a session).
-  if (web) reply.setCookie(REFRESH_COOKIE, issued.refreshToken, cookieOptions(config, issued.refreshTokenMaxAge));
+  if (web) setRefreshCookie(config, reply, issued.refreshToken, issued.refreshTokenMaxAge);
   return {
     user: issued.user,
     accessToken: issued.accessToken,
@@ -129,7 +183,7 @@ export function authHandlers(ctx: AppContext): HandlersFor<AuthOperations> {
         const token = presentedRefreshToken(request, client.clientType, request.body);
         await auth.logout(token, client, request.headers['x-csrf-token']);
       }
-      if (client.clientType === 'web') reply.clearCookie(REFRESH_COOKIE, cookieOptions(config, 0));
+      if (client.clientType === 'web') setRefreshCookie(config, reply, undefined, 0);
       reply.code(204);
       return undefined;
     },

@@ -3,9 +3,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import { Server, type Socket } from 'socket.io';
-import { verifyAccessToken } from '../auth/access-token.ts';
+import { AccessTokenRefused, verifyAccessToken } from '../auth/access-token.ts';
 import type { SessionRevocations } from '../auth/session-revocations.ts';
 import type { Config } from '../config.ts';
+import { socketOriginAllowed } from '../cors.ts';
 import { isDatabaseUnavailable } from '../db/errors.ts';
 import type { Database } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
@@ -98,6 +99,11 @@ export function startRealtimeServer(
     transports: ['websocket'],
     serveClient: false,
     maxHttpBufferSize: MAX_FRAME_BYTES,
+    // Other sites' pages may not open sockets: the origins of CORS_ORIGINS, and PUBLIC_URL's.
+    allowRequest: (req, callback) => {
+      const allowed = socketOriginAllowed(config, req.headers.origin);
+      callback(allowed ? null : 'This origin is not allowed', allowed);
+    },
   });
   refusePlainHttp(app);
   const fanout: Fanout = attachFanout(io, config, log);
@@ -142,6 +148,10 @@ export function startRealtimeServer(
       } satisfies Caller;
       next();
     } catch (err) {
+      // The socket protocol keeps its own codes for a token that expired or is not valid.
+      if (err instanceof AccessTokenRefused) {
+        return next(refusal(err.reason === 'expired' ? 'TOKEN_EXPIRED' : 'UNAUTHORIZED', err.message));
+      }
       if (err instanceof ApiError) return next(refusal(err.code, err.message));
       log.error({ err }, 'realtime: handshake failed');
       next(refusal('INTERNAL_ERROR', 'The handshake could not be completed'));

@@ -50,10 +50,15 @@ export function setCookieHeaders(res: LightMyRequestResponse): string[] {
   return Array.isArray(header) ? header : [String(header)];
 }
 
-/** The refresh_token Set-Cookie lines of a response, split into value and attributes (names lower-cased). */
+/**
+ * The refresh_token Set-Cookie lines of a response, split into value and attributes (names
+ * lower-cased), the one that sets a value first (the others expire the cookie's variants under
+ * other settings; on the wire they come before it).
+ */
 export function refreshCookies(res: LightMyRequestResponse) {
   return setCookieHeaders(res)
     .filter((line) => line.startsWith('refresh_token='))
+    .sort((a, b) => Number(a.startsWith('refresh_token=;')) - Number(b.startsWith('refresh_token=;')))
     .map((line) => {
       const [pair = '', ...rest] = line.split(';').map((part) => part.trim());
       const attributes = new Map<string, string>();

@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import { accessClaims, forgeJwt } from './tokens.ts';
 
 /** What the holder of a header gets from a Bearer-secured operation. */
-export type AuthExpectation = 'pass' | 'UNAUTHORIZED' | 'TOKEN_EXPIRED';
+export type AuthExpectation = 'pass' | 'UNAUTHORIZED' | 'AUTH_UNAUTHORIZED';
 
 /** Sound ways to write the scheme (it is case-insensitive) and broken ones. */
 const GOOD_SCHEMES = ['Bearer ', 'bearer ', 'BEARER '] as const;
@@ -206,17 +206,16 @@ export function failingAuthArbitrary(): fc.Arbitrary<AuthSpec> {
   );
 }
 
-/** The answer a secured operation must give to this header (before anything else about the request). */
-export function authExpectation(spec: AuthSpec): AuthExpectation {
-  switch (spec.kind) {
-    case 'session':
-    case 'signed':
-      return 'pass';
-    case 'expired':
-      return 'TOKEN_EXPIRED';
-    default:
-      return 'UNAUTHORIZED';
-  }
+/**
+ * The answer a secured operation must give to this header (before anything else about the
+ * request). `received` is the header's value as the server reads it (undefined: none sent): no
+ * `Bearer <token>` within 4 KiB there is "no access token" (UNAUTHORIZED); a token that is
+ * expired or not valid is AUTH_UNAUTHORIZED, the code on which clients refresh.
+ */
+export function authExpectation(spec: AuthSpec, received: string | undefined): AuthExpectation {
+  if (spec.kind === 'session' || spec.kind === 'signed') return 'pass';
+  if (received === undefined || received.length > 4096 || !/^Bearer [^\s]+$/i.test(received)) return 'UNAUTHORIZED';
+  return 'AUTH_UNAUTHORIZED';
 }
 
 /** Where real tokens come from when a header is built. */
