@@ -99,6 +99,8 @@ interface Outage {
   recoveryRounds: number;
   blockedConnections: number | undefined;
   inFlightAtStop: number | undefined;
+  /** The pool's counts and the database's backends when the pool was found saturated (or the wait ended). */
+  saturation?: unknown;
 }
 
 const unavailable = usingPostgres ? privatePostgresUnavailable() : undefined;
@@ -120,7 +122,7 @@ async function outageTest(t: Test): Promise<void> {
     `private cluster on port ${cluster.port}: initdb ${Math.round(cluster.timings.initdbMs)} ms, ` +
       `first start ${Math.round(cluster.timings.firstStartMs)} ms`,
   );
-  const { base, logLines } = await startService(t, cluster);
+  const { base, logLines, poolStats } = await startService(t, cluster);
   const dispatcher = new Agent({ connections: 64, headersTimeout: 15_000, bodyTimeout: 15_000 });
   t.teardown(() => dispatcher.close());
 
@@ -357,6 +359,8 @@ async function outageTest(t: Test): Promise<void> {
     let locker: pg.Client | undefined;
     let blockedConnections: number | undefined;
     let inFlightAtStop: number | undefined;
+    let saturating: Promise<Outcome | undefined>[] = [];
+    let saturation: unknown;
     if (plan.saturatePool) {
       // Every pooled connection blocks on a lock and more requests queue for the pool; then the
       // server goes away under all of them.
@@ -365,6 +369,9 @@ async function outageTest(t: Test): Promise<void> {
       await locker.connect();
       await locker.query('begin');
       await locker.query('lock table users in access exclusive mode');
+      // The workers alone may not fill the pool: a refresher without a session sends nothing, and
+      // reads answered from a cache never wait. Ten more directory reads make sure they do.
+      saturating = Array.from({ length: 10 }, () => probes.listUsers());
       blockedConnections = 0;
       for (const deadline = performance.now() + 3_000; performance.now() < deadline; await pause(20)) {
         const r = await locker.query(
@@ -373,6 +380,12 @@ async function outageTest(t: Test): Promise<void> {
         blockedConnections = r.rows[0].n as number;
         if (blockedConnections >= 10) break;
       }
+      // What the pool and the server saw then, shown if the check below fails.
+      const backends = await locker.query(
+        `select state, wait_event_type, wait_event, left(query, 60) as query from pg_stat_activity
+          where datname = 'app' and pid <> pg_backend_pid()`,
+      );
+      saturation = { pool: poolStats(), backends: backends.rows };
       inFlightAtStop = inFlight;
     }
     const stoppingAt = performance.now();
@@ -388,6 +401,7 @@ async function outageTest(t: Test): Promise<void> {
       if ((await roundOfEveryOperation()).ok || performance.now() - startedAt > 15_000) break;
       await pause(50);
     }
+    await Promise.all(saturating);
     outages.push({
       label,
       faultAt,
@@ -401,6 +415,7 @@ async function outageTest(t: Test): Promise<void> {
       recoveryRounds,
       blockedConnections,
       inFlightAtStop,
+      saturation,
     });
     phase = `steady ${index + 1}`;
     await pause(STEADY_MS);
@@ -529,6 +544,7 @@ async function outageTest(t: Test): Promise<void> {
       t.ok(
         w.blockedConnections >= 9,
         `${w.label}: the pooled connections were blocked on the lock (${w.blockedConnections} of 10)`,
+        { saturation: w.saturation },
       );
       t.ok(
         (w.inFlightAtStop ?? 0) > 10,
@@ -623,7 +639,7 @@ async function outageTest(t: Test): Promise<void> {
 }
 
 /** The app on a migrated database of the private cluster, listening on a free port, with its log lines collected. */
-async function startService(t: Test, cluster: PrivatePostgres): Promise<{ base: string; logLines: string[] }> {
+async function startService(t: Test, cluster: PrivatePostgres): Promise<{ base: string; logLines: string[]; poolStats: () => unknown }> {
   const creator = new pg.Client({ connectionString: cluster.url });
   await creator.connect();
   await creator.query('create database app');
@@ -660,5 +676,5 @@ async function startService(t: Test, cluster: PrivatePostgres): Promise<{ base: 
   await app.listen({ port: 0, host: '127.0.0.1' });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('the app does not listen on TCP');
-  return { base: `http://127.0.0.1:${address.port}`, logLines };
+  return { base: `http://127.0.0.1:${address.port}`, logLines, poolStats: handle.poolStats };
 }
