@@ -66,6 +66,46 @@ export const operations = {
     "bodyRequired": true,
     "bodyLimit": 16384
   },
+  "getOAuthAuthorizationUrl": {
+    "method": "GET",
+    "path": "/api/auth/oauth/{provider}",
+    "tag": "oauth",
+    "secured": false,
+    "bodyRequired": false,
+    "bodyLimit": null
+  },
+  "getCustomOAuthAuthorizationUrl": {
+    "method": "GET",
+    "path": "/api/auth/oauth/custom/{provider}",
+    "tag": "oauth",
+    "secured": false,
+    "bodyRequired": false,
+    "bodyLimit": null
+  },
+  "handleOAuthCallback": {
+    "method": "GET",
+    "path": "/api/auth/oauth/{provider}/callback",
+    "tag": "oauth",
+    "secured": false,
+    "bodyRequired": false,
+    "bodyLimit": null
+  },
+  "exchangeOAuthCode": {
+    "method": "POST",
+    "path": "/api/auth/oauth/exchange",
+    "tag": "oauth",
+    "secured": false,
+    "bodyRequired": true,
+    "bodyLimit": 16384
+  },
+  "signInWithIdToken": {
+    "method": "POST",
+    "path": "/api/auth/id-token",
+    "tag": "oauth",
+    "secured": false,
+    "bodyRequired": true,
+    "bodyLimit": 16384
+  },
   "sendVerificationEmail": {
     "method": "POST",
     "path": "/api/auth/email/send-verification",
@@ -256,6 +296,14 @@ export const errorCodes = [
   "CSRF_INVALID",
   "REFRESH_TOKEN_INVALID",
   "REFRESH_TOKEN_REUSED",
+  "ACCOUNT_DISABLED",
+  "OAUTH_CODE_INVALID",
+  "OAUTH_STATE_INVALID",
+  "OAUTH_EMAIL_UNVERIFIED",
+  "OAUTH_ACCOUNT_UNVERIFIED",
+  "OAUTH_PROVIDER_ERROR",
+  "ACCESS_DENIED",
+  "ID_TOKEN_INVALID",
   "NOT_FOUND",
   "CHANNEL_ALREADY_EXISTS",
   "LAST_ADMIN",

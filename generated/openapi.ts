@@ -252,6 +252,166 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auth/oauth/{provider}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Start signing in with a built-in OAuth provider
+         * @description Starts a sign-in with one of the built-in provider names that the
+         *     service is configured for (`OAUTH_PROVIDERS`; `google`, `github`,
+         *     `microsoft`, or another of the names below set up as an OpenID
+         *     Connect issuer). The answer's `authUrl` is where the browser goes:
+         *     the provider's own sign-in page, with the service's state, nonce and
+         *     PKCE challenge.
+         *
+         *     - The provider sends the browser back to the service
+         *       (`GET /api/auth/oauth/{provider}/callback`), which finishes the
+         *       exchange with the provider and then redirects to `redirect_uri`
+         *       with `insforge_code=<one-time code>`, or with `error=<code>`.
+         *     - `POST /api/auth/oauth/exchange` turns that code and the
+         *       `code_verifier` of `code_challenge` into a session. The code lives
+         *       60 seconds and works once.
+         *     - `redirect_uri` must match `AUTH_REDIRECT_ALLOWLIST` (see
+         *       `RedirectTo`); anything else is `400 INVALID_INPUT`.
+         *
+         *     Names that are not built in use
+         *     `GET /api/auth/oauth/custom/{provider}`, with the same rules.
+         */
+        get: operations["getOAuthAuthorizationUrl"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/oauth/custom/{provider}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Start signing in with a configured OpenID Connect provider
+         * @description The same as `GET /api/auth/oauth/{provider}`, for the providers whose
+         *     name is not one of the built-in names: any OpenID Connect issuer the
+         *     service is configured for (`OAUTH_PROVIDERS` with
+         *     `OAUTH_<NAME>_ISSUER`).
+         */
+        get: operations["getCustomOAuthAuthorizationUrl"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/oauth/{provider}/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The provider's return to the service (register this URL with the provider)
+         * @description Where the provider sends the browser after its sign-in page:
+         *     `<PUBLIC_URL>/api/auth/oauth/<provider>/callback` is the redirect URL
+         *     to register with the provider. Browsers arrive here; apps never call
+         *     it.
+         *
+         *     The service checks the state (one use, 10 minutes), exchanges the
+         *     provider's code with its PKCE verifier and client secret, checks the
+         *     ID token (issuer, audience, signature, expiry, nonce) or, for
+         *     GitHub, reads the user and its verified addresses, finds or creates
+         *     the account, and answers `302` to the `redirect_uri` the sign-in
+         *     started with:
+         *
+         *     - `?insforge_code=<one-time code>` on success (60 seconds, one use,
+         *       only with the `code_verifier` of the sign-in's `code_challenge`);
+         *     - `?error=<code>` otherwise: `ACCESS_DENIED` (the person refused at
+         *       the provider), `OAUTH_PROVIDER_ERROR` (the provider answered with
+         *       an error, or its answer did not pass the checks),
+         *       `OAUTH_EMAIL_UNVERIFIED`, `OAUTH_ACCOUNT_UNVERIFIED`,
+         *       `SIGN_UP_DISABLED`, `ACCOUNT_DISABLED` (see `ErrorCode`), or
+         *       `SERVICE_UNAVAILABLE`.
+         *
+         *     No provider token reaches the browser or the app. A state that is
+         *     unknown, expired or already used (a forged or replayed callback) is
+         *     answered `400 OAUTH_STATE_INVALID`, with no redirect, since nothing
+         *     says where to.
+         */
+        get: operations["handleOAuthCallback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/oauth/exchange": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Exchange the one-time OAuth code for a session
+         * @description Turns the `insforge_code` that the callback gave the app into a
+         *     session, given the `code_verifier` whose S256 challenge started the
+         *     sign-in. The code works once and for 60 seconds; a wrong verifier,
+         *     an unknown, used or expired code all get the same
+         *     `400 OAUTH_CODE_INVALID`, and a wrong verifier also uses the code up.
+         *
+         *     See `client_type` for where the refresh token goes.
+         */
+        post: operations["exchangeOAuthCode"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/id-token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign in with an OpenID Connect ID token
+         * @description Signs in with an ID token that an app obtained from a configured
+         *     OpenID Connect provider itself (Google One Tap, a native sign-in
+         *     SDK). The token must be signed by the provider's keys (its JWKS) and
+         *     carry the provider's issuer, the service's client id for that
+         *     provider as audience, an expiry in the future and, when `nonce` is
+         *     sent, that nonce. The account is found or created as in the
+         *     redirect flow.
+         *
+         *     `401 ID_TOKEN_INVALID` for any token that fails a check; GitHub has
+         *     no ID tokens. See `client_type` for where the refresh token goes.
+         */
+        post: operations["signInWithIdToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/email/send-verification": {
         parameters: {
             query?: never;
@@ -694,7 +854,7 @@ export interface paths {
         /**
          * Get the public auth configuration
          * @description What a sign-in page needs to know about this service, without
-         *     authentication: the OAuth providers it offers (none yet), whether
+         *     authentication: the OAuth providers it offers, whether
          *     addresses must be verified before signing in, the password rules it
          *     enforces, how verification and password-reset emails are used, whether
          *     sign-ups are open, and where its links lead.
@@ -947,6 +1107,14 @@ export interface components {
          *     | `CSRF_INVALID` | 403 | A web client's `X-CSRF-Token` header is missing or does not match the session. |
          *     | `REFRESH_TOKEN_INVALID` | 401 | The refresh token is missing, unknown, expired or revoked. |
          *     | `REFRESH_TOKEN_REUSED` | 401 | An already exchanged refresh token was presented again; the whole session has been revoked. |
+         *     | `ACCOUNT_DISABLED` | 403 | OAuth sign-in: the account of this identity is disabled. |
+         *     | `OAUTH_CODE_INVALID` | 400 | The one-time OAuth code is unknown, used or expired, or the `code_verifier` does not match its challenge. |
+         *     | `OAUTH_STATE_INVALID` | 400 | The provider's return carries a state that is missing, unknown, expired or already used. |
+         *     | `OAUTH_EMAIL_UNVERIFIED` | 403 | The provider gave no verified email address for an identity that has no account yet. |
+         *     | `OAUTH_ACCOUNT_UNVERIFIED` | 409 | An account with the provider's address exists but its address is not verified, so it is not linked. |
+         *     | `OAUTH_PROVIDER_ERROR` | 302 | Only in a callback's `?error=`: the provider answered with an error, or its answer did not pass the checks. |
+         *     | `ACCESS_DENIED` | 302 | Only in a callback's `?error=`: the person refused at the provider. |
+         *     | `ID_TOKEN_INVALID` | 401 | The ID token's signature, issuer, audience, expiry or nonce is wrong. |
          *     | `NOT_FOUND` | 404 | No route or resource matches the request. |
          *     | `CHANNEL_ALREADY_EXISTS` | 409 | A realtime channel with this pattern exists already. |
          *     | `LAST_ADMIN` | 409 | Deleting, demoting or disabling accounts would leave no enabled administrator; nothing was changed. |
@@ -964,7 +1132,7 @@ export interface components {
          *     | `HEADERS_TOO_LARGE` | 431 | The request's headers exceed 16 KiB or 1,000 lines; the connection is closed. Sent by the HTTP layer, before any operation. |
          * @enum {string}
          */
-        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "AUTH_UNAUTHORIZED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
+        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "AUTH_UNAUTHORIZED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "ACCOUNT_DISABLED" | "OAUTH_CODE_INVALID" | "OAUTH_STATE_INVALID" | "OAUTH_EMAIL_UNVERIFIED" | "OAUTH_ACCOUNT_UNVERIFIED" | "OAUTH_PROVIDER_ERROR" | "ACCESS_DENIED" | "ID_TOKEN_INVALID" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
         /**
          * @description The body of every error response.
          * @example {
@@ -979,6 +1147,28 @@ export interface components {
             message: string;
             /** @description The HTTP status code of the response, repeated. */
             statusCode: number;
+        };
+        /** @description A provider's name, as configured in `OAUTH_PROVIDERS` (lower case). */
+        OAuthProviderName: string;
+        OAuthAuthorizationUrl: {
+            /**
+             * Format: uri
+             * @description The provider's authorization URL, with the service's client id, callback, state, nonce and PKCE challenge.
+             */
+            authUrl: string;
+        };
+        OAuthCodeExchangeRequest: {
+            /** @description The `insforge_code` the callback added to the app's `redirect_uri`. */
+            code: string;
+            /** @description The PKCE verifier whose S256 challenge started the sign-in. */
+            code_verifier: string;
+        };
+        IdTokenSignInRequest: {
+            provider: components["schemas"]["OAuthProviderName"];
+            /** @description The ID token (a signed JWT) the provider issued to the app. */
+            token: string;
+            /** @description The nonce the app asked the provider to put in the token; when sent, the token must carry it. */
+            nonce?: string;
         };
         Health: {
             /**
@@ -1119,11 +1309,15 @@ export interface components {
          * @description Where the verification link's page sends the person once the address
          *     is confirmed (the emailed link carries it as `redirect_to`, and
          *     `POST /api/auth/email/verify` returns it as `redirectTo`). Accepted
-         *     only on the origin (scheme, host and port) of the service's
-         *     configured redirect URL (`AUTH_REDIRECT_URL`), without user
-         *     information; any other value, or any value when no redirect URL is
+         *     only when it matches the service's allow-list,
+         *     `AUTH_REDIRECT_ALLOWLIST`: an entry that is an origin (scheme, host
+         *     and port) accepts any URL on that origin, an entry with a path accepts
+         *     URLs that start with it. Without the list, the one entry is the origin
+         *     of the configured redirect URL (`AUTH_REDIRECT_URL`). URLs with user
+         *     information are refused; any other value, or any value when neither is
          *     configured, is refused with `400 INVALID_INPUT`, so the service never
-         *     redirects to an address a caller chose. Without it the page goes to
+         *     redirects to an address a caller chose. OAuth's `redirect_uri` follows
+         *     the same rule. Without it the page goes to
          *     the configured redirect URL, as before.
          * @example https://app.example.com/welcome
          */
@@ -1373,9 +1567,9 @@ export interface components {
          *     length and the addresses links lead to).
          */
         PublicAuthConfig: {
-            /** @description The built-in OAuth providers one can sign in with. Empty for now (OAuth is not offered yet). */
+            /** @description The built-in provider names the service is configured for (`OAUTH_PROVIDERS`); sign in with `GET /api/auth/oauth/{provider}`. */
             oAuthProviders: ("google" | "github" | "discord" | "linkedin" | "facebook" | "instagram" | "tiktok" | "apple" | "x" | "spotify" | "microsoft")[];
-            /** @description Other OAuth providers, by key. Empty for now. */
+            /** @description The other configured providers (OpenID Connect issuers), by name; sign in with `GET /api/auth/oauth/custom/{provider}`. */
             customOAuthProviders: string[];
             /** @description Whether an address must be verified before its account signs in (`REQUIRE_EMAIL_VERIFICATION`). */
             requireEmailVerification: boolean;
@@ -1409,7 +1603,7 @@ export interface components {
             disableSignup: boolean;
             /**
              * Format: uri
-             * @description Where the service's pages send a person after verifying an address (`AUTH_REDIRECT_URL`); the origin that `redirectTo` values must be on. `null` when none is configured.
+             * @description Where the service's pages send a person after verifying an address (`AUTH_REDIRECT_URL`); without `AUTH_REDIRECT_ALLOWLIST`, the origin that `redirectTo` values must be on. `null` when none is configured.
              */
             redirectUrl: string | null;
             /**
@@ -1609,6 +1803,94 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The provider's sign-in page to send the browser to. */
+        OAuthAuthorizationUrl: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "authUrl": "https://accounts.google.com/o/oauth2/v2/auth?client_id=1234.apps.googleusercontent.com&redirect_uri=https%3A%2F%2Faccounts.example.com%2Fapi%2Fauth%2Foauth%2Fgoogle%2Fcallback&response_type=code&scope=openid+email+profile&state=3Pq1mZr0k9oX4cKQd2x0b1Wm7LJQy0hV8aP9VYqW6cQ&nonce=uJ3k0h2d8sQpYw6eX1mZ4rT7vB9nC5aL2fG0jH8kD1s&code_challenge=Ys0rJ7gC4nH1mW3kP8tQ2xV6bZ9aD5fL0eR4uI7oN2c&code_challenge_method=S256"
+                 *     }
+                 */
+                "application/json": components["schemas"]["OAuthAuthorizationUrl"];
+            };
+        };
+        /** @description `NOT_FOUND`: the service has no provider of this name (see `GET /api/auth/public-config` for the ones it has). */
+        OAuthProviderNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "NOT_FOUND",
+                 *       "message": "No OAuth provider named \"discord\" is configured",
+                 *       "statusCode": 404
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `PROVIDER_UNAVAILABLE`: the provider's discovery document or keys could not be fetched. */
+        OAuthProviderUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "PROVIDER_UNAVAILABLE",
+                 *       "message": "The OAuth provider \"google\" could not be reached",
+                 *       "statusCode": 502
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description `OAUTH_EMAIL_UNVERIFIED`: the provider gave no verified email address
+         *     and this identity is not linked to an account yet.
+         *     `SIGN_UP_DISABLED`: the identity has no account and the service does
+         *     not allow sign-ups. `ACCOUNT_DISABLED`: the account is disabled.
+         */
+        OAuthAccountRefused: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "OAUTH_EMAIL_UNVERIFIED",
+                 *       "message": "The provider did not confirm an email address for this account",
+                 *       "statusCode": 403
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description `OAUTH_ACCOUNT_UNVERIFIED`: an account with the provider's address
+         *     exists, but its address was never verified, so nothing proves it
+         *     belongs to the same person; it is not linked. Verify the address (or
+         *     sign in with an email code), then sign in with the provider again.
+         */
+        OAuthAccountUnverified: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "OAUTH_ACCOUNT_UNVERIFIED",
+                 *       "message": "An account with this address exists but its address is not verified; verify it, then sign in with the provider again",
+                 *       "statusCode": 409
+                 *     }
+                 */
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -1849,6 +2131,35 @@ export interface components {
          * @example web
          */
         ClientType: "web" | "mobile" | "desktop";
+        /**
+         * @description A built-in provider name the service is configured for (`OAUTH_PROVIDERS`).
+         * @example google
+         */
+        BuiltInOAuthProvider: "google" | "github" | "discord" | "linkedin" | "facebook" | "instagram" | "tiktok" | "apple" | "x" | "spotify" | "microsoft";
+        /**
+         * @description The name of a configured OpenID Connect provider that is not a built-in name (`OAUTH_PROVIDERS`).
+         * @example corp-sso
+         */
+        CustomOAuthProvider: components["schemas"]["OAuthProviderName"];
+        /**
+         * @description The name of a configured provider, built-in or not.
+         * @example google
+         */
+        AnyOAuthProvider: components["schemas"]["OAuthProviderName"];
+        /**
+         * @description Where the browser returns to the app at the end, with
+         *     `insforge_code` or `error` added to its query. Must match
+         *     `AUTH_REDIRECT_ALLOWLIST` (see `RedirectTo`).
+         * @example https://app.example.com/auth/callback
+         */
+        OAuthRedirectUri: string;
+        /**
+         * @description The app's PKCE challenge: the base64url SHA-256 of a random
+         *     `code_verifier` (43 to 128 characters) that the app keeps and later
+         *     sends to `POST /api/auth/oauth/exchange`.
+         * @example E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM
+         */
+        OAuthCodeChallenge: string;
         /**
          * @description Number of records to skip (a non-negative integer)
          * @example 0
@@ -2456,6 +2767,304 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOAuthAuthorizationUrl: {
+        parameters: {
+            query: {
+                /**
+                 * @description Where the browser returns to the app at the end, with
+                 *     `insforge_code` or `error` added to its query. Must match
+                 *     `AUTH_REDIRECT_ALLOWLIST` (see `RedirectTo`).
+                 * @example https://app.example.com/auth/callback
+                 */
+                redirect_uri: components["parameters"]["OAuthRedirectUri"];
+                /**
+                 * @description The app's PKCE challenge: the base64url SHA-256 of a random
+                 *     `code_verifier` (43 to 128 characters) that the app keeps and later
+                 *     sends to `POST /api/auth/oauth/exchange`.
+                 * @example E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM
+                 */
+                code_challenge: components["parameters"]["OAuthCodeChallenge"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description A built-in provider name the service is configured for (`OAUTH_PROVIDERS`).
+                 * @example google
+                 */
+                provider: components["parameters"]["BuiltInOAuthProvider"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["OAuthAuthorizationUrl"];
+            400: components["responses"]["BadRequest"];
+            404: components["responses"]["OAuthProviderNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["OAuthProviderUnavailable"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getCustomOAuthAuthorizationUrl: {
+        parameters: {
+            query: {
+                /**
+                 * @description Where the browser returns to the app at the end, with
+                 *     `insforge_code` or `error` added to its query. Must match
+                 *     `AUTH_REDIRECT_ALLOWLIST` (see `RedirectTo`).
+                 * @example https://app.example.com/auth/callback
+                 */
+                redirect_uri: components["parameters"]["OAuthRedirectUri"];
+                /**
+                 * @description The app's PKCE challenge: the base64url SHA-256 of a random
+                 *     `code_verifier` (43 to 128 characters) that the app keeps and later
+                 *     sends to `POST /api/auth/oauth/exchange`.
+                 * @example E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM
+                 */
+                code_challenge: components["parameters"]["OAuthCodeChallenge"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The name of a configured OpenID Connect provider that is not a built-in name (`OAUTH_PROVIDERS`).
+                 * @example corp-sso
+                 */
+                provider: components["parameters"]["CustomOAuthProvider"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["OAuthAuthorizationUrl"];
+            400: components["responses"]["BadRequest"];
+            404: components["responses"]["OAuthProviderNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["OAuthProviderUnavailable"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    handleOAuthCallback: {
+        parameters: {
+            query?: {
+                /** @description The state the service gave the provider. */
+                state?: string;
+                /** @description The provider's authorization code. */
+                code?: string;
+                /** @description The provider's error code (`access_denied` when the person refused). */
+                error?: string;
+                /** @description The provider's explanation of its error (not passed on). */
+                error_description?: string;
+                /** @description The issuer, for providers that send it (RFC 9207); checked when present. */
+                iss?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The name of a configured provider, built-in or not.
+                 * @example google
+                 */
+                provider: components["parameters"]["AnyOAuthProvider"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Back to the app's `redirect_uri`, with `insforge_code` or `error`. */
+            302: {
+                headers: {
+                    /** @description The app's `redirect_uri` with `insforge_code=<one-time code>` or `error=<code>`. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /**
+             * @description `OAUTH_STATE_INVALID`: the state is missing, unknown, expired or
+             *     already used. `INVALID_INPUT`: a malformed query.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "OAUTH_STATE_INVALID",
+                     *       "message": "This sign-in is unknown or has expired; start again",
+                     *       "statusCode": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: components["responses"]["OAuthProviderNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    exchangeOAuthCode: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The kind of client, which decides how the refresh token travels.
+                 *
+                 *     - `web` (default): the refresh token is set in the HttpOnly cookie
+                 *       `refresh_token` (scoped to `Path=/api/auth`) and never appears in the
+                 *       body (`refreshToken: null`). The body carries a `csrfToken`, which
+                 *       the client sends back in the `X-CSRF-Token` header when it refreshes
+                 *       or logs out.
+                 *     - `mobile`, `desktop`: no cookie is set; the refresh token is returned
+                 *       in the body as `refreshToken` (`csrfToken: null`) and sent back in
+                 *       the body when refreshing or logging out.
+                 * @example web
+                 */
+                client_type?: components["parameters"]["ClientType"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "code": "9pG2v0yq3LrT8mXc1bN4kQ7wZ5aD6eF0hJ2sU8iO1lE",
+                 *       "code_verifier": "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+                 *     }
+                 */
+                "application/json": components["schemas"]["OAuthCodeExchangeRequest"];
+            };
+        };
+        responses: {
+            /** @description Signed in. Web clients also receive the refresh-token cookie. */
+            200: {
+                headers: {
+                    "Set-Cookie": components["headers"]["SetRefreshCookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionResult"];
+                };
+            };
+            /**
+             * @description `INVALID_INPUT`: the body is malformed. `OAUTH_CODE_INVALID`: the
+             *     code is unknown, used or expired, or the verifier does not match
+             *     its challenge.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "OAUTH_CODE_INVALID",
+                     *       "message": "The sign-in code is invalid or has expired; sign in again",
+                     *       "statusCode": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    signInWithIdToken: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The kind of client, which decides how the refresh token travels.
+                 *
+                 *     - `web` (default): the refresh token is set in the HttpOnly cookie
+                 *       `refresh_token` (scoped to `Path=/api/auth`) and never appears in the
+                 *       body (`refreshToken: null`). The body carries a `csrfToken`, which
+                 *       the client sends back in the `X-CSRF-Token` header when it refreshes
+                 *       or logs out.
+                 *     - `mobile`, `desktop`: no cookie is set; the refresh token is returned
+                 *       in the body as `refreshToken` (`csrfToken: null`) and sent back in
+                 *       the body when refreshing or logging out.
+                 * @example web
+                 */
+                client_type?: components["parameters"]["ClientType"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "provider": "google",
+                 *       "token": "eyJhbGciOiJSUzI1NiIsImtpZCI6IjE2In0.eyJpc3MiOiJodHRwczovL2FjY291bnRzLmdvb2dsZS5jb20iLCJhdWQiOiIxMjM0LmFwcHMuZ29vZ2xldXNlcmNvbnRlbnQuY29tIiwic3ViIjoiMTEwMjM0NTY3ODkiLCJlbWFpbCI6ImFkYUBleGFtcGxlLmNvbSIsImVtYWlsX3ZlcmlmaWVkIjp0cnVlLCJleHAiOjE3OTQ4MzA0MDAsImlhdCI6MTc5NDgyNjgwMH0.c2lnbmF0dXJl"
+                 *     }
+                 */
+                "application/json": components["schemas"]["IdTokenSignInRequest"];
+            };
+        };
+        responses: {
+            /** @description Signed in. Web clients also receive the refresh-token cookie. */
+            200: {
+                headers: {
+                    "Set-Cookie": components["headers"]["SetRefreshCookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionResult"];
+                };
+            };
+            /**
+             * @description `INVALID_INPUT`: the body is malformed, or the provider has no ID
+             *     tokens (GitHub).
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "INVALID_INPUT",
+                     *       "message": "body.provider names no OpenID Connect provider of this service",
+                     *       "statusCode": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `ID_TOKEN_INVALID`: the token's signature, issuer, audience, expiry or nonce is wrong. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "ID_TOKEN_INVALID",
+                     *       "message": "The ID token is not valid for this service",
+                     *       "statusCode": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            403: components["responses"]["OAuthAccountRefused"];
+            409: components["responses"]["OAuthAccountUnverified"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["OAuthProviderUnavailable"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };

@@ -49,10 +49,11 @@ function loggerOptions(config: Readonly<Config>): LoggerOptions {
       'res.headers["set-cookie"]',
     ],
     serializers: {
-      // Verification links carry their token in the query string: never write it to the log.
+      // Verification links carry their token in the query string, and providers' returns their
+      // code and state: never write them to the log.
       req: (req: { method: string; url: string; hostname?: string; ip?: string; id?: string }) => ({
         method: req.method,
-        url: req.url.replace(/([?&]token=)[^&]*/gi, '$1[redacted]'),
+        url: req.url.replace(/([?&](?:token|code|state|insforge_code)=)[^&]*/gi, '$1[redacted]'),
         host: req.hostname,
         remoteAddress: req.ip,
       }),

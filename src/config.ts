@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { type OAuthProviderConfig, oauthProvidersFrom } from './auth/oauth/provider-config.ts';
 import { secretWeakness } from './secret-strength.ts';
 
 /** Thrown when the environment does not describe a runnable service; its message is one line naming the variable. */
@@ -61,6 +62,25 @@ function originProblem(origin: string): string | undefined {
   return undefined;
 }
 
+/**
+ * An AUTH_REDIRECT_ALLOWLIST entry as it is compared: an origin (https://app.example.com) or a URL
+ * prefix (https://app.example.com/auth/, com.example.app:/oauth), or a problem.
+ */
+function redirectEntry(entry: string): { entry: string } | { problem: string } {
+  if (entry.includes('*')) return { problem: 'must list origins or URL prefixes, without wildcards' };
+  const url = URL.parse(entry);
+  if (url === null || url.username !== '' || url.password !== '' || url.hash !== '') {
+    return { problem: 'must list origins or URL prefixes such as https://app.example.com/auth/' };
+  }
+  if ((url.protocol === 'http:' || url.protocol === 'https:') && url.origin === entry.replace(/\/$/, '')) {
+    return url.pathname === '/' && url.search === '' ? { entry: url.origin } : { entry: url.href };
+  }
+  if (url.protocol === 'javascript:' || url.protocol === 'data:' || url.protocol === 'file:') {
+    return { problem: `must not list ${url.protocol} URLs` };
+  }
+  return { entry: url.href };
+}
+
 const envSchema = z.object({
   NODE_ENV: z
     .enum(['development', 'production', 'test'], { error: 'must be development, production or test' })
@@ -81,6 +101,22 @@ const envSchema = z.object({
   EMAIL_VERIFY_URL: httpUrl.optional(),
   AUTH_REDIRECT_URL: httpUrl.optional(),
   RESET_PASSWORD_URL: httpUrl.optional(),
+  AUTH_REDIRECT_ALLOWLIST: z
+    .string()
+    .trim()
+    .transform((v, ctx) => {
+      const entries: string[] = [];
+      for (const raw of v.split(/\s*,\s*/).filter((o) => o !== '')) {
+        const checked = redirectEntry(raw);
+        if ('problem' in checked) {
+          ctx.addIssue({ code: 'custom', message: `${checked.problem}: ${JSON.stringify(raw)} is not` });
+          return z.NEVER;
+        }
+        entries.push(checked.entry);
+      }
+      return entries;
+    })
+    .optional(),
   ALLOW_SIGN_UP: flag.default(true),
   REQUIRE_EMAIL_VERIFICATION: flag.default(true),
   EMAIL_OTP_TTL_SECONDS: seconds.default(10 * 60),
@@ -226,6 +262,13 @@ export interface Config {
   emailVerifyUrl: string;
   /** Where clients go after verifying, reported as redirectTo; undefined means no redirect. */
   authRedirectUrl: string | undefined;
+  /**
+   * Where a client may ask to be sent (redirectTo, OAuth's redirect_uri): origins, or URL prefixes
+   * (a path, or a scheme of a native app). Without AUTH_REDIRECT_ALLOWLIST, AUTH_REDIRECT_URL's origin.
+   */
+  authRedirectAllowlist: readonly string[];
+  /** OAuth 2 / OpenID Connect providers (OAUTH_PROVIDERS and OAUTH_<NAME>_*). */
+  oauthProviders: readonly OAuthProviderConfig[];
   requireEmailVerification: boolean;
   /** The page password-reset links open (the service's own, or the app's); `?token=<64 hex>` is added. */
   resetPasswordUrl: string;
@@ -386,6 +429,11 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   if (e.METRICS_PORT !== undefined && e.METRICS_PORT === e.PORT) {
     throw new ConfigError(`METRICS_PORT must differ from PORT (both are ${e.PORT})`);
   }
+  const oauthProviders = oauthProvidersFrom(present);
+  if (typeof oauthProviders === 'string') throw new ConfigError(oauthProviders);
+  const redirectOrigin = e.AUTH_REDIRECT_URL === undefined ? undefined : URL.parse(e.AUTH_REDIRECT_URL)?.origin;
+  const authRedirectAllowlist =
+    e.AUTH_REDIRECT_ALLOWLIST ?? (redirectOrigin === undefined || redirectOrigin === 'null' ? [] : [redirectOrigin]);
   const dataDir = path.resolve(e.DATA_DIR);
   const publicUrl = e.PUBLIC_URL ?? `http://${e.HOST === '0.0.0.0' ? '127.0.0.1' : e.HOST}:${e.PORT}`;
   const publicHost = URL.parse(publicUrl)?.hostname;
@@ -415,6 +463,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     publicUrl,
     emailVerifyUrl: e.EMAIL_VERIFY_URL ?? `${publicUrl}/auth/verify-email`,
     authRedirectUrl: e.AUTH_REDIRECT_URL,
+    authRedirectAllowlist: Object.freeze(authRedirectAllowlist),
+    oauthProviders,
     requireEmailVerification: e.REQUIRE_EMAIL_VERIFICATION,
     resetPasswordUrl: e.RESET_PASSWORD_URL ?? `${publicUrl}/auth/reset-password`,
     allowSignUp: e.ALLOW_SIGN_UP,

@@ -18,6 +18,12 @@ function limitsByOperation(config: Readonly<Config>): Record<string, number> {
     sendResetPasswordEmail: l.sendVerification,
     exchangeResetPasswordToken: l.verify,
     resetPassword: l.verify,
+    // OAuth: each start stores a pending sign-in; the exchange and ID tokens open sessions.
+    getOAuthAuthorizationUrl: l.signIn,
+    getCustomOAuthAuthorizationUrl: l.signIn,
+    handleOAuthCallback: l.signIn,
+    exchangeOAuthCode: l.verify,
+    signInWithIdToken: l.signIn,
   };
 }
 

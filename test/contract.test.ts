@@ -60,6 +60,16 @@ function malformedRequest(id: OperationId, token: string): InjectOptions | undef
   const path = operations[id].path.replace(/\{\w+\}/g, 'not-a-uuid');
   const op = specOperation(id);
   const headers: Record<string, string> = secured ? { authorization: `Bearer ${token}` } : {};
+  // A query parameter with a length limit (the OAuth callback's, whose provider name any
+  // configured provider could have) gets a value over it.
+  const longQuery = (op.parameters ?? []).find((p) => p.in === 'query' && p.schema?.maxLength !== undefined);
+  if (op.requestBody === undefined && longQuery?.name !== undefined && longQuery.schema?.maxLength !== undefined) {
+    return {
+      method,
+      url: `${path}?${longQuery.name}=${'x'.repeat(longQuery.schema.maxLength + 1)}`,
+      headers,
+    } as InjectOptions;
+  }
   if (op.requestBody !== undefined || operations[id].path.includes('{')) {
     return { method, url: path, headers, payload: { unexpectedField: true } } as InjectOptions;
   }

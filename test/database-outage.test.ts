@@ -639,7 +639,10 @@ async function outageTest(t: Test): Promise<void> {
 }
 
 /** The app on a migrated database of the private cluster, listening on a free port, with its log lines collected. */
-async function startService(t: Test, cluster: PrivatePostgres): Promise<{ base: string; logLines: string[]; poolStats: () => unknown }> {
+async function startService(
+  t: Test,
+  cluster: PrivatePostgres,
+): Promise<{ base: string; logLines: string[]; poolStats: () => unknown }> {
   const creator = new pg.Client({ connectionString: cluster.url });
   await creator.connect();
   await creator.query('create database app');

@@ -56,6 +56,8 @@ import {
   wireQueryValue,
   wireRequest,
 } from './helpers/fuzz-requests.ts';
+import { type GithubFake, startGithubFake } from './helpers/github-fake.ts';
+import { SERVICE_CLIENT, startOidcProvider, type TestOidcProvider } from './helpers/oidc-provider.ts';
 import { rawRequest } from './helpers/raw-http.ts';
 import { type SmtpCapture, startSmtpCapture } from './helpers/smtp.ts';
 import {
@@ -96,6 +98,9 @@ const MODELS = [
   'openai/text-embedding-3-small',
 ];
 const ADMIN_EMAIL = 'fuzz-admin@example.com';
+/** The OAuth providers of the apps: a real OpenID Provider under a built-in and a custom name, and GitHub's fake. */
+const OAUTH_NAMES = ['google', 'fuzzidp', 'github'];
+const OAUTH_REDIRECT = 'https://app.example.com/auth/callback';
 const JWT_SECRET = `fuzz-${randomBytes(24).toString('base64url')}`;
 const OTHER_KEY = `other-${randomBytes(24).toString('base64url')}`;
 
@@ -128,6 +133,8 @@ interface Target {
   port: number;
   smtp: SmtpCapture;
   tokens: { user: Pool<string>; admin: Pool<string> };
+  /** An ID token of the test provider for the apps' client id (signInWithIdToken). */
+  idToken: string;
   refreshTokens: Pool<string>;
   webSessions: Pool<{ cookie: string; csrf: string }>;
   emails: Pool<string>;
@@ -171,6 +178,8 @@ function fixtureValue(target: Target, kind: FixtureKind, pick: number, authoriza
   // The latest mails first: their codes are the ones still valid.
   const mail = mails.length === 0 ? undefined : mails[mails.length - 1 - (pick % Math.min(mails.length, 8))];
   switch (kind) {
+    case 'idToken':
+      return target.idToken;
     case 'email':
       return target.emails.pick(pick) ?? 'nobody@example.com';
     case 'refreshToken':
@@ -248,7 +257,19 @@ function absorb(target: Target, answer: Answer, requestBody: unknown): void {
   }
 }
 
-async function startTarget(t: Test, name: string, env: Env, upstreamUrl: string): Promise<Target> {
+interface OAuthFixtures {
+  idp: TestOidcProvider;
+  github: GithubFake;
+  idToken: string;
+}
+
+async function startTarget(
+  t: Test,
+  name: string,
+  env: Env,
+  upstreamUrl: string,
+  oauth: OAuthFixtures,
+): Promise<Target> {
   const smtp = await startSmtpCapture();
   const { app, database } = await buildTestApp(t, {
     env: {
@@ -268,6 +289,18 @@ async function startTarget(t: Test, name: string, env: Env, upstreamUrl: string)
       RATE_LIMIT_SIGN_UP: '1000000',
       RATE_LIMIT_SEND_VERIFICATION: '1000000',
       RATE_LIMIT_REFRESH: '1000000',
+      AUTH_REDIRECT_ALLOWLIST: 'https://app.example.com',
+      OAUTH_PROVIDERS: OAUTH_NAMES.join(','),
+      OAUTH_GOOGLE_CLIENT_ID: SERVICE_CLIENT.clientId,
+      OAUTH_GOOGLE_CLIENT_SECRET: SERVICE_CLIENT.clientSecret,
+      OAUTH_GOOGLE_ISSUER: oauth.idp.issuer,
+      OAUTH_FUZZIDP_CLIENT_ID: SERVICE_CLIENT.clientId,
+      OAUTH_FUZZIDP_CLIENT_SECRET: SERVICE_CLIENT.clientSecret,
+      OAUTH_FUZZIDP_ISSUER: oauth.idp.issuer,
+      OAUTH_GITHUB_CLIENT_ID: oauth.github.clientId,
+      OAUTH_GITHUB_CLIENT_SECRET: oauth.github.clientSecret,
+      OAUTH_GITHUB_BASE_URL: oauth.github.url,
+      OAUTH_GITHUB_API_URL: oauth.github.url,
       ...env,
     },
   });
@@ -280,6 +313,7 @@ async function startTarget(t: Test, name: string, env: Env, upstreamUrl: string)
     port: (app.server.address() as AddressInfo).port,
     smtp,
     tokens: { user: new Pool(), admin: new Pool() },
+    idToken: oauth.idToken,
     refreshTokens: new Pool(),
     webSessions: new Pool(),
     emails: new Pool(),
@@ -390,6 +424,10 @@ const BODY_HINTS: Hints = {
     ),
     OtpSignInRequest: fc.constant({ method: 'otp', otp: new Fixture('otpCode'), email: new Fixture('otpEmail') }),
     ExchangeResetPasswordTokenRequest: fc.constant({ code: new Fixture('otpCode'), email: new Fixture('otpEmail') }),
+    IdTokenSignInRequest: fc.record({
+      provider: fc.constantFrom(...OAUTH_NAMES),
+      token: fc.constant(new Fixture('idToken')),
+    }),
     ResetPasswordRequest: fc.record({
       otp: fc.constant(new Fixture('otpToken')),
       newPassword: fc.constantFrom(PASSWORD, 'a brand new passphrase'),
@@ -397,6 +435,10 @@ const BODY_HINTS: Hints = {
   },
 };
 const PARAMETER_HINTS = {
+  provider: fc.constantFrom(...OAUTH_NAMES),
+  'getOAuthAuthorizationUrl:provider': fc.constantFrom('google', 'github'),
+  'getCustomOAuthAuthorizationUrl:provider': fc.constant('fuzzidp'),
+  redirect_uri: fc.constant(OAUTH_REDIRECT),
   refresh_token: fc.constant(new Fixture('webCookie')),
   'X-CSRF-Token': fc.constant(new Fixture('webCsrf')),
   channelId: fc.constant(new Fixture('channelId')),
@@ -901,17 +943,28 @@ t.test(`fuzzing every operation from openapi.yaml (seed ${SEED}, ${RUNS} cases p
   t.teardown(() => watchdog.stop());
   const upstream = await startFakeUpstream();
   t.teardown(() => upstream.close());
+  const idp = await startOidcProvider();
+  t.teardown(() => idp.close());
+  const github = await startGithubFake();
+  t.teardown(() => github.close());
+  const oauth = {
+    idp,
+    github,
+    idToken: await idp.issueIdToken({ clientId: SERVICE_CLIENT.clientId, login: 'fuzz-id' }),
+  };
   const open = await startTarget(
     t,
     'open (no email verification)',
     { REQUIRE_EMAIL_VERIFICATION: 'false' },
     upstream.baseUrl,
+    oauth,
   );
   const verifying = await startTarget(
     t,
     'verifying (email verification, redirect)',
     { REQUIRE_EMAIL_VERIFICATION: 'true', AUTH_REDIRECT_URL: 'https://app.example.com/welcome' },
     upstream.baseUrl,
+    oauth,
   );
   await seedSessions(open, false);
   await seedSessions(verifying, true);

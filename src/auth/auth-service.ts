@@ -7,6 +7,7 @@ import { createBackgroundMail } from './background-mail.ts';
 import { createChangePassword } from './change-password.ts';
 import { createEmailCodeChecks } from './email-codes.ts';
 import { createCodeIssuer, createEmailVerification } from './email-verification.ts';
+import { createOAuthSignIn } from './oauth/oauth-sign-in.ts';
 import { createPasswordReset } from './password-reset.ts';
 import { createPasswordlessSignIn } from './passwordless-sign-in.ts';
 import { createProfiles } from './profiles.ts';
@@ -80,6 +81,7 @@ export function createAuthService(deps: AuthDeps) {
     logoutByAccessToken: createAccessTokenLogout(deps, sessions),
     changePassword: createChangePassword(deps, sessions),
     currentUser,
+    oauth: createOAuthSignIn(deps, sessions),
     ensureAdmin: createAdminAccount(deps, sessions),
     profiles: createProfiles(deps),
     administration: createUserAdministration(deps, sessions),

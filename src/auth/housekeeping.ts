@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { deleteStaleAddressRecords } from '../db/repositories/address-limits.ts';
 import { deleteExpiredCodes } from '../db/repositories/email-codes.ts';
+import { deleteExpiredOAuthRecords } from '../db/repositories/oauth.ts';
 import type { Database } from '../db/schema.ts';
 import { startPeriodicJob } from '../periodic-job.ts';
 import { EMAIL_LIMITS } from './auth-context.ts';
@@ -22,6 +23,8 @@ export function startAuthHousekeeping(
     if (n > 0) log.debug({ deleted: n }, 'auth: stale email records deleted');
     const codes = await deleteExpiredCodes(db, now());
     if (codes > 0) log.debug({ deleted: codes }, 'auth: expired sign-in and reset codes deleted');
+    const oauth = await deleteExpiredOAuthRecords(db, now());
+    if (oauth > 0) log.debug({ deleted: oauth }, 'auth: expired OAuth sign-ins and codes deleted');
   };
   return startPeriodicJob('auth: deleting stale email records', job, HOUR_MS, log);
 }

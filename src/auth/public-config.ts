@@ -4,6 +4,7 @@ import type { Config } from '../config.ts';
 import { specDocument } from '../spec.ts';
 
 export type PublicAuthConfig = components['schemas']['PublicAuthConfig'];
+type BuiltInName = PublicAuthConfig['oAuthProviders'][number];
 
 interface LengthRule {
   minLength?: number;
@@ -32,8 +33,8 @@ function passwordLengths(): { min: number; max: number } {
 export function createPublicAuthConfig(config: Readonly<Config>): { body: PublicAuthConfig; etag: string } {
   const password = passwordLengths();
   const body: PublicAuthConfig = {
-    oAuthProviders: [],
-    customOAuthProviders: [],
+    oAuthProviders: config.oauthProviders.filter((p) => p.builtIn).map((p) => p.name as BuiltInName),
+    customOAuthProviders: config.oauthProviders.filter((p) => !p.builtIn).map((p) => p.name),
     requireEmailVerification: config.requireEmailVerification,
     passwordMinLength: password.min,
     passwordMaxLength: password.max,

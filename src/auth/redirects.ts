@@ -1,31 +1,44 @@
 import type { Config } from '../config.ts';
 import { ApiError } from '../errors.ts';
 
+/** Whether `url` (WHATWG-serialised) matches an allow-list entry: an origin, or a URL prefix. */
+export function matchesRedirectEntry(url: URL, entry: string): boolean {
+  if (url.origin !== 'null' && url.origin === entry) return true;
+  const href = url.href;
+  if (entry.endsWith('/')) return href.startsWith(entry);
+  return href === entry || href.startsWith(`${entry}/`) || href.startsWith(`${entry}?`);
+}
+
 /**
- * A redirect URL a client asked for (`redirectTo`), accepted only on the origin (scheme, host and
- * port) of the service's own redirect URL, AUTH_REDIRECT_URL, and without user information: the
- * service never sends anyone to an address a caller chose. Returns the URL as a browser reads it
- * (WHATWG-serialised, so that what was checked is exactly what is used later), undefined when
- * none was asked for; any other value is a 400 that names the rule. A pure check of the input:
- * it looks nothing up, so its answer tells nothing about any account.
+ * A redirect URL a client asked for (`redirectTo`, OAuth's `redirect_uri`), accepted only when it
+ * matches the allow-list (AUTH_REDIRECT_ALLOWLIST, else the origin of AUTH_REDIRECT_URL) and has no
+ * user information: the service never sends anyone to an address a caller chose. Returns the URL as
+ * a browser reads it (WHATWG-serialised, so that what was checked is exactly what is used later),
+ * undefined when none was asked for; any other value is a 400 that names the rule. A pure check of
+ * the input: it looks nothing up, so its answer tells nothing about any account.
  */
 export function allowedRedirect(
-  config: Pick<Readonly<Config>, 'authRedirectUrl'>,
+  config: Pick<Readonly<Config>, 'authRedirectAllowlist'>,
   redirectTo: string | undefined,
   field = 'body.redirectTo',
 ): string | undefined {
   if (redirectTo === undefined) return undefined;
-  const origin = URL.parse(config.authRedirectUrl ?? '')?.origin;
-  if (origin === undefined || origin === 'null') {
+  const allowed = config.authRedirectAllowlist;
+  if (allowed.length === 0) {
     throw new ApiError(
       400,
       'INVALID_INPUT',
-      `${field} is not accepted: the service has no redirect URL (AUTH_REDIRECT_URL) whose origin it must be on`,
+      `${field} is not accepted: the service allows no redirect (AUTH_REDIRECT_ALLOWLIST or AUTH_REDIRECT_URL)`,
     );
   }
   const url = URL.parse(redirectTo) ?? undefined;
-  if (url === undefined || url.origin !== origin || url.username !== '' || url.password !== '') {
-    throw new ApiError(400, 'INVALID_INPUT', `${field} must be a URL on ${origin}, the service's redirect origin`);
+  if (
+    url === undefined ||
+    url.username !== '' ||
+    url.password !== '' ||
+    !allowed.some((entry) => matchesRedirectEntry(url, entry))
+  ) {
+    throw new ApiError(400, 'INVALID_INPUT', `${field} must be a URL the service allows: ${allowed.join(', ')}`);
   }
   return url.href;
 }

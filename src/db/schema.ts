@@ -39,6 +39,25 @@ export interface UserProvidersTable {
   created_at: ColumnType<Date, Date | undefined, never>;
 }
 
+export interface OAuthAuthorizationsTable {
+  state_hash: string;
+  provider: string;
+  redirect_uri: string;
+  code_challenge: string;
+  nonce: string;
+  provider_verifier: string;
+  expires_at: Date;
+  created_at: Date;
+}
+
+export interface OAuthCodesTable {
+  code_hash: string;
+  user_id: string;
+  code_challenge: string;
+  expires_at: Date;
+  created_at: Date;
+}
+
 export interface EmailVerificationsTable {
   user_id: string;
   code_hmac: string;
@@ -164,6 +183,8 @@ export interface Database {
   app_settings: AppSettingsTable;
   users: UsersTable;
   user_providers: UserProvidersTable;
+  oauth_authorizations: OAuthAuthorizationsTable;
+  oauth_codes: OAuthCodesTable;
   email_verifications: EmailVerificationsTable;
   email_send_log: EmailSendLogTable;
   email_codes: EmailCodesTable;

@@ -22,7 +22,7 @@ type AuthOperations =
 export const REFRESH_COOKIE = 'refresh_token';
 const COOKIE_PATH = '/api/auth';
 
-function clientInfo(request: FastifyRequest, clientType: ClientType | undefined): ClientInfo {
+export function clientInfo(request: FastifyRequest, clientType: ClientType | undefined): ClientInfo {
   return { clientType: clientType ?? 'web', userAgent: request.headers['user-agent'] ?? null, ip: request.ip };
 }
 
@@ -88,7 +88,12 @@ function setRefreshCookie(config: Readonly<Config>, reply: FastifyReply, value: 
  * The spec's Session result; for web the refresh token goes into the cookie and the body carries the
  * CSRF token. `redirectTo` is an allowed redirect the request asked for (allowedRedirect).
  */
-function sessionResult(config: Readonly<Config>, reply: FastifyReply, issued: IssuedSession, redirectTo?: string) {
+export function sessionResult(
+  config: Readonly<Config>,
+  reply: FastifyReply,
+  issued: IssuedSession,
+  redirectTo?: string,
+) {
   const web = issued.clientType === 'web';
   const redirect = redirectTo ?? config.authRedirectUrl;
   // The cookie lives as long as the session still has (refreshing never extends a session).

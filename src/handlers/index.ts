@@ -4,6 +4,7 @@ import { emailCodeHandlers } from './email-codes.ts';
 import { embeddingHandlers } from './embeddings.ts';
 import { healthHandlers } from './health.ts';
 import { metricsHandlers } from './metrics.ts';
+import { oauthHandlers } from './oauth.ts';
 import { profileHandlers } from './profiles.ts';
 import { publicConfigHandlers } from './public-config.ts';
 import { realtimeHandlers } from './realtime.ts';
@@ -17,6 +18,7 @@ export function createServiceHandlers(ctx: AppContext): ServiceHandlers {
     ...metricsHandlers(ctx),
     ...authHandlers(ctx),
     ...emailCodeHandlers(ctx),
+    ...oauthHandlers(ctx),
     ...userHandlers(ctx),
     ...profileHandlers(ctx),
     ...publicConfigHandlers(ctx),

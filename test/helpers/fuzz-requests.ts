@@ -37,6 +37,7 @@ export class Fixture {
   }
 }
 export type FixtureKind =
+  | 'idToken'
   | 'email'
   | 'refreshToken'
   | 'webCookie'
@@ -123,7 +124,8 @@ export interface FuzzCase {
 export function validParametersArbitrary(op: OperationModel, hints: Record<string, fc.Arbitrary<unknown>>) {
   const entries = op.parameters.map((p) => {
     const own = valueArbitrary(p.schema, {}, p.pointer);
-    const hint = hints[p.name];
+    // A hint for this operation's parameter (`operationId:name`), else for the name anywhere.
+    const hint = hints[`${op.id}:${p.name}`] ?? hints[p.name];
     const value = hint === undefined ? own : fc.oneof({ weight: 1, arbitrary: own }, { weight: 2, arbitrary: hint });
     const entry = value.map((v): ParamEntry => ({ in: p.in, name: p.name, values: [v] }));
     return p.required

@@ -48,6 +48,26 @@ export async function insertPasswordUser(
   return { ...inserted, providers: ['email'] };
 }
 
+/** Inserts a verified account without a password (a provider's identity); undefined when the email is taken. */
+export async function insertProviderUser(
+  db: Executor,
+  user: { email: string; name: string | null; avatarUrl: string | undefined },
+): Promise<UsersRowOnly | undefined> {
+  return db
+    .insertInto('users')
+    .values({
+      email: user.email,
+      password_hash: null,
+      profile: JSON.stringify({ name: user.name, avatar_url: user.avatarUrl ?? null }) as never,
+      email_verified: true,
+    })
+    .onConflict((oc) => oc.column('email').doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+type UsersRowOnly = Selectable<UsersTable>;
+
 export async function addProvider(db: Executor, userId: string, provider: string, accountId: string): Promise<void> {
   await db
     .insertInto('user_providers')

@@ -1,0 +1,157 @@
+import { createHash } from 'node:crypto';
+import * as oauth from '../../db/repositories/oauth.ts';
+import * as users from '../../db/repositories/users.ts';
+import { ApiError, type ErrorCode } from '../../errors.ts';
+import { type AuthDeps, type ClientInfo, inSeconds } from '../auth-context.ts';
+import { constantTimeEqual, newOpaqueToken, sha256Hex } from '../crypto.ts';
+import type { SessionIssuer } from '../session-issuer.ts';
+import { accountForIdentity } from './identity-accounts.ts';
+import { createProviderClients, type ProviderClient, ProviderRefused } from './provider-clients.ts';
+
+/** How long the provider's sign-in page may take before the state is void. */
+const AUTHORIZATION_TTL_SECONDS = 10 * 60;
+/** How long the app has to exchange its one-time code. */
+const CODE_TTL_SECONDS = 60;
+
+const codeInvalid = () =>
+  new ApiError(400, 'OAUTH_CODE_INVALID', 'The sign-in code is invalid or has expired; sign in again');
+const stateInvalid = () =>
+  new ApiError(400, 'OAUTH_STATE_INVALID', 'This sign-in is unknown or has expired; start again');
+
+/** Errors of a sign-in that go back to the app as `?error=<code>` rather than as a page of JSON. */
+const REDIRECTED_ERRORS: readonly ErrorCode[] = [
+  'OAUTH_EMAIL_UNVERIFIED',
+  'OAUTH_ACCOUNT_UNVERIFIED',
+  'SIGN_UP_DISABLED',
+  'ACCOUNT_DISABLED',
+  'USER_ALREADY_EXISTS',
+  'SERVICE_UNAVAILABLE',
+  'PROVIDER_UNAVAILABLE',
+];
+
+/** The S256 PKCE challenge of a verifier (RFC 7636). */
+function s256(verifier: string): string {
+  return createHash('sha256').update(verifier).digest('base64url');
+}
+
+/** Sign-in with OAuth 2 / OpenID Connect providers: the redirect flow, the code exchange, and ID tokens. */
+export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer) {
+  const { db, config, clock, log } = deps;
+  const clients = createProviderClients(config.oauthProviders, clock);
+
+  function provider(name: string, route: 'built-in' | 'custom' | 'any'): ProviderClient {
+    const client = clients.get(name);
+    const fits = route === 'any' || (route === 'built-in') === client?.config.builtIn;
+    if (client === undefined || !fits) {
+      throw new ApiError(404, 'NOT_FOUND', `No OAuth provider named ${JSON.stringify(name)} is configured`);
+    }
+    return client;
+  }
+
+  const callbackUrl = (name: string) => `${config.publicUrl}/api/auth/oauth/${encodeURIComponent(name)}/callback`;
+
+  /** The provider's authorization URL for a sign-in that ends at the app's (allowed) `redirectUri`. */
+  async function start(
+    name: string,
+    route: 'built-in' | 'custom',
+    redirectUri: string,
+    codeChallenge: string,
+  ): Promise<string> {
+    const client = provider(name, route);
+    const checks = { state: newOpaqueToken(), nonce: newOpaqueToken(), verifier: newOpaqueToken() };
+    const authUrl = await client.authorizationUrl(callbackUrl(name), checks);
+    const now = clock.now();
+    await oauth.insertAuthorization(db, {
+      state_hash: sha256Hex(checks.state),
+      provider: name,
+      redirect_uri: redirectUri,
+      code_challenge: codeChallenge,
+      nonce: checks.nonce,
+      provider_verifier: checks.verifier,
+      expires_at: inSeconds(now, AUTHORIZATION_TTL_SECONDS),
+      created_at: now,
+    });
+    return authUrl;
+  }
+
+  /**
+   * The provider's return: where to send the browser (the app's redirect URI with a one-time code
+   * or an error). `query` is the raw query string the provider sent.
+   */
+  async function callback(
+    name: string,
+    params: { state?: string | undefined; error?: string | undefined },
+    query: string,
+  ): Promise<string> {
+    const client = provider(name, 'any');
+    if (params.state === undefined || params.state === '') throw stateInvalid();
+    const started = await oauth.takeAuthorization(db, sha256Hex(params.state), clock.now());
+    if (started === undefined || started.provider !== name) throw stateInvalid();
+    const back = (key: 'insforge_code' | 'error', value: string) => {
+      const url = new URL(started.redirect_uri);
+      url.searchParams.set(key, value);
+      return url.href;
+    };
+    if (params.error !== undefined) {
+      return back('error', params.error === 'access_denied' ? 'ACCESS_DENIED' : 'OAUTH_PROVIDER_ERROR');
+    }
+    try {
+      const currentUrl = new URL(`${callbackUrl(name)}?${query}`);
+      const identity = await client.finish(currentUrl, {
+        state: params.state,
+        nonce: started.nonce,
+        verifier: started.provider_verifier,
+      });
+      const user = await accountForIdentity(deps, name, identity);
+      const code = newOpaqueToken();
+      const now = clock.now();
+      await oauth.insertCode(db, {
+        codeHash: sha256Hex(code),
+        userId: user.id,
+        codeChallenge: started.code_challenge,
+        now,
+        expiresAt: inSeconds(now, CODE_TTL_SECONDS),
+      });
+      return back('insforge_code', code);
+    } catch (err) {
+      if (err instanceof ProviderRefused) {
+        log.warn(
+          { provider: name, reason: err.message },
+          'oauth: the provider refused or its answer failed the checks',
+        );
+        return back('error', 'OAUTH_PROVIDER_ERROR');
+      }
+      if (err instanceof ApiError && REDIRECTED_ERRORS.includes(err.code)) return back('error', err.code);
+      throw err;
+    }
+  }
+
+  /** The session for a one-time code and the verifier of the challenge it was issued for. */
+  async function exchange(code: string, verifier: string, client: ClientInfo) {
+    // Taken (deleted) first: a code is spent by any attempt, right or wrong.
+    const issued = await oauth.takeCode(db, sha256Hex(code));
+    if (issued === undefined || issued.expires_at <= clock.now()) throw codeInvalid();
+    if (!constantTimeEqual(s256(verifier), issued.code_challenge)) throw codeInvalid();
+    const user = await users.findUserById(db, issued.user_id);
+    if (user === undefined || user.disabled_at !== null) throw codeInvalid();
+    return sessions.start(user, client);
+  }
+
+  /** The session for an ID token a configured OpenID Connect provider issued to this service's client id. */
+  async function signInWithIdToken(
+    body: { provider: string; token: string; nonce?: string | undefined },
+    client: ClientInfo,
+  ) {
+    const known = clients.get(body.provider);
+    if (known === undefined) {
+      throw new ApiError(400, 'INVALID_INPUT', 'body.provider names no OpenID Connect provider of this service');
+    }
+    const identity = await known.verifyIdToken(body.token, body.nonce);
+    const user = await accountForIdentity(deps, body.provider, identity);
+    return sessions.start(user, client);
+  }
+
+  return { start, callback, exchange, signInWithIdToken };
+}
+
+export type OAuthSignIn = ReturnType<typeof createOAuthSignIn>;

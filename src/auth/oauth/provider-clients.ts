@@ -1,0 +1,239 @@
+import { createRemoteJWKSet, type JWTPayload, jwtVerify } from 'jose';
+import * as oidc from 'openid-client';
+import type { Clock } from '../../clock.ts';
+import { ApiError } from '../../errors.ts';
+import type { GithubProviderConfig, OAuthProviderConfig, OidcProviderConfig } from './provider-config.ts';
+
+/** Who the provider says signed in. `emailVerified` is true only when the provider asserts it. */
+export interface ProviderIdentity {
+  subject: string;
+  email: string | undefined;
+  emailVerified: boolean;
+  name: string | undefined;
+  picture: string | undefined;
+}
+
+/** What the service keeps between sending the browser to the provider and its return. */
+export interface AuthorizationChecks {
+  state: string;
+  nonce: string;
+  /** The PKCE verifier towards the provider (the app has its own towards the service). */
+  verifier: string;
+}
+
+/** Seconds any call to a provider may take. */
+const PROVIDER_TIMEOUT_S = 10;
+
+function providerUnavailable(name: string): ApiError {
+  return new ApiError(502, 'PROVIDER_UNAVAILABLE', `The OAuth provider "${name}" could not be reached`);
+}
+
+/** The provider's answer did not pass the checks, or it answered with an error: the callback's `?error=`. */
+export class ProviderRefused extends Error {
+  override name = 'ProviderRefused';
+}
+
+function identityFromClaims(claims: JWTPayload): ProviderIdentity {
+  const text = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
+  // Some issuers send email_verified as the string "true".
+  const verified = claims.email_verified === true || claims.email_verified === 'true';
+  return {
+    subject: String(claims.sub),
+    email: text(claims.email)?.toLowerCase(),
+    emailVerified: verified && text(claims.email) !== undefined,
+    name: text(claims.name),
+    picture: text(claims.picture),
+  };
+}
+
+/** The client of one provider: its authorization URL, the callback's exchange, and ID-token checks. */
+export interface ProviderClient {
+  readonly config: OAuthProviderConfig;
+  authorizationUrl(callbackUrl: string, checks: AuthorizationChecks): Promise<string>;
+  /** The identity behind the provider's return to `currentUrl`; throws ProviderRefused when it does not check out. */
+  finish(currentUrl: URL, checks: AuthorizationChecks): Promise<ProviderIdentity>;
+  /** The identity in an ID token issued for this service's client id (401 ID_TOKEN_INVALID otherwise). */
+  verifyIdToken(token: string, nonce: string | undefined): Promise<ProviderIdentity>;
+}
+
+function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
+  const insecure = new URL(config.issuer).protocol === 'http:';
+  let discovered: Promise<oidc.Configuration> | undefined;
+  let keys: ReturnType<typeof createRemoteJWKSet> | undefined;
+
+  /** Discovery, once; a failure is retried on the next use. */
+  function configuration(): Promise<oidc.Configuration> {
+    discovered ??= oidc
+      .discovery(new URL(config.issuer), config.clientId, undefined, oidc.ClientSecretBasic(config.clientSecret), {
+        timeout: PROVIDER_TIMEOUT_S,
+        ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
+      })
+      .catch((err: unknown) => {
+        discovered = undefined;
+        throw err;
+      });
+    return discovered.catch(() => {
+      throw providerUnavailable(config.name);
+    });
+  }
+
+  async function keySet() {
+    const metadata = (await configuration()).serverMetadata();
+    if (metadata.jwks_uri === undefined) throw providerUnavailable(config.name);
+    keys ??= createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: PROVIDER_TIMEOUT_S * 1000 });
+    return keys;
+  }
+
+  /** Signature (the issuer's keys), issuer, audience, expiry and nonce of an ID token. */
+  async function checkIdToken(token: string, nonce: string | undefined): Promise<ProviderIdentity> {
+    const jwks = await keySet();
+    // Google's older tokens name the issuer without the scheme.
+    const issuers =
+      config.issuer === 'https://accounts.google.com' ? [config.issuer, 'accounts.google.com'] : config.issuer;
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, jwks, {
+        issuer: issuers,
+        audience: config.clientId,
+        currentDate: clock.now(),
+        requiredClaims: ['sub', 'exp', 'iat'],
+        clockTolerance: 30,
+      }));
+    } catch (err) {
+      const code = (err as { code?: string }).code ?? '';
+      // The keys could not be fetched: the provider's fault, not the token's.
+      if (code === 'ERR_JWKS_TIMEOUT' || !code.startsWith('ERR_J')) throw providerUnavailable(config.name);
+      throw new ApiError(401, 'ID_TOKEN_INVALID', 'The ID token is not valid for this service');
+    }
+    if (nonce !== undefined && payload.nonce !== nonce) {
+      throw new ApiError(401, 'ID_TOKEN_INVALID', 'The ID token is not valid for this service');
+    }
+    return identityFromClaims(payload);
+  }
+
+  return {
+    config,
+    async authorizationUrl(callbackUrl, checks) {
+      const c = await configuration();
+      return oidc.buildAuthorizationUrl(c, {
+        redirect_uri: callbackUrl,
+        scope: config.scopes.join(' '),
+        state: checks.state,
+        nonce: checks.nonce,
+        code_challenge: await oidc.calculatePKCECodeChallenge(checks.verifier),
+        code_challenge_method: 'S256',
+      }).href;
+    },
+    async finish(currentUrl, checks) {
+      const c = await configuration();
+      let idToken: string | undefined;
+      try {
+        const tokens = await oidc.authorizationCodeGrant(c, currentUrl, {
+          pkceCodeVerifier: checks.verifier,
+          expectedState: checks.state,
+          expectedNonce: checks.nonce,
+          idTokenExpected: true,
+        });
+        idToken = tokens.id_token;
+      } catch (err) {
+        throw new ProviderRefused(`token exchange failed: ${(err as Error).message}`);
+      }
+      if (idToken === undefined) throw new ProviderRefused('no ID token');
+      try {
+        return await checkIdToken(idToken, checks.nonce);
+      } catch (err) {
+        if (err instanceof ApiError && err.code === 'ID_TOKEN_INVALID') throw new ProviderRefused('ID token refused');
+        throw err;
+      }
+    },
+    verifyIdToken: checkIdToken,
+  };
+}
+
+interface GithubEmail {
+  email: string;
+  primary: boolean;
+  verified: boolean;
+}
+
+function githubClient(config: GithubProviderConfig): ProviderClient {
+  const server: oidc.ServerMetadata = {
+    issuer: config.baseUrl,
+    authorization_endpoint: `${config.baseUrl}/login/oauth/authorize`,
+    token_endpoint: `${config.baseUrl}/login/oauth/access_token`,
+  };
+  const c = new oidc.Configuration(server, config.clientId, undefined, oidc.ClientSecretPost(config.clientSecret));
+  c.timeout = PROVIDER_TIMEOUT_S;
+  if (new URL(config.baseUrl).protocol === 'http:' || new URL(config.apiUrl).protocol === 'http:') {
+    oidc.allowInsecureRequests(c);
+  }
+  const headers = { accept: 'application/vnd.github+json', 'user-agent': 'accounts-service' };
+
+  async function api<T>(accessToken: string, path: string): Promise<T> {
+    const res = await oidc.fetchProtectedResource(
+      c,
+      accessToken,
+      new URL(`${config.apiUrl}${path}`),
+      'GET',
+      undefined,
+      new Headers(headers),
+    );
+    if (!res.ok) throw new ProviderRefused(`GitHub ${path} answered ${res.status}`);
+    return (await res.json()) as T;
+  }
+
+  return {
+    config,
+    async authorizationUrl(callbackUrl, checks) {
+      return oidc.buildAuthorizationUrl(c, {
+        redirect_uri: callbackUrl,
+        scope: config.scopes.join(' '),
+        state: checks.state,
+        code_challenge: await oidc.calculatePKCECodeChallenge(checks.verifier),
+        code_challenge_method: 'S256',
+      }).href;
+    },
+    async finish(currentUrl, checks) {
+      let accessToken: string;
+      try {
+        const tokens = await oidc.authorizationCodeGrant(c, currentUrl, {
+          pkceCodeVerifier: checks.verifier,
+          expectedState: checks.state,
+          idTokenExpected: false,
+        });
+        accessToken = tokens.access_token;
+      } catch (err) {
+        throw new ProviderRefused(`token exchange failed: ${(err as Error).message}`);
+      }
+      try {
+        const user = await api<{ id?: unknown; name?: unknown; avatar_url?: unknown }>(accessToken, '/user');
+        const emails = await api<GithubEmail[]>(accessToken, '/user/emails');
+        if (typeof user.id !== 'number' && typeof user.id !== 'string')
+          throw new ProviderRefused('GitHub user without id');
+        // The primary address if it is verified; GitHub's other verified addresses are not used.
+        const primary = Array.isArray(emails) ? emails.find((e) => e.primary === true) : undefined;
+        return {
+          subject: String(user.id),
+          email: typeof primary?.email === 'string' ? primary.email.toLowerCase() : undefined,
+          emailVerified: primary?.verified === true,
+          name: typeof user.name === 'string' && user.name !== '' ? user.name : undefined,
+          picture: typeof user.avatar_url === 'string' ? user.avatar_url : undefined,
+        };
+      } catch (err) {
+        if (err instanceof ProviderRefused) throw err;
+        throw new ProviderRefused(`GitHub API failed: ${(err as Error).message}`);
+      }
+    },
+    async verifyIdToken() {
+      throw new ApiError(400, 'INVALID_INPUT', `body.provider "${config.name}" issues no ID tokens (OAuth 2 only)`);
+    },
+  };
+}
+
+/** One client per configured provider, by name. */
+export function createProviderClients(
+  providers: readonly OAuthProviderConfig[],
+  clock: Clock,
+): ReadonlyMap<string, ProviderClient> {
+  return new Map(providers.map((p) => [p.name, p.kind === 'github' ? githubClient(p) : oidcClient(p, clock)]));
+}
