@@ -340,8 +340,9 @@ export interface paths {
          *       the provider), `OAUTH_PROVIDER_ERROR` (the provider answered with
          *       an error, or its answer did not pass the checks),
          *       `OAUTH_EMAIL_UNVERIFIED`, `OAUTH_ACCOUNT_UNVERIFIED`,
-         *       `SIGN_UP_DISABLED`, `ACCOUNT_DISABLED` (see `ErrorCode`), or
-         *       `SERVICE_UNAVAILABLE`.
+         *       `USER_ALREADY_EXISTS` (the account with the address is linked to
+         *       another identity of this provider), `SIGN_UP_DISABLED`,
+         *       `ACCOUNT_DISABLED` (see `ErrorCode`), or `SERVICE_UNAVAILABLE`.
          *
          *     No provider token reaches the browser or the app. A state that is
          *     unknown, expired or already used (a forged or replayed callback) is
@@ -1097,7 +1098,7 @@ export interface components {
          *     | `INVALID_OTP` | 400 | The verification, sign-in or password-reset code, magic-link token or reset token is wrong, expired, already used or unknown (or belongs to a disabled account). |
          *     | `INVALID_CREDENTIALS` | 401 | Sign-in failed: the email address or the password is wrong (the two are not told apart). |
          *     | `EMAIL_NOT_VERIFIED` | 403 | Sign-in with the right password of an account created while verification was not required, whose address is not verified yet. |
-         *     | `USER_ALREADY_EXISTS` | 409 | Sign-up without verification for an address that already has an account. |
+         *     | `USER_ALREADY_EXISTS` | 409 | Sign-up without verification for an address that already has an account; OAuth: the account with the provider's address is linked to another identity of that provider. |
          *     | `SIGN_UP_DISABLED` | 403 | Sign-up is refused: the service does not allow sign-ups (`ALLOW_SIGN_UP=false`). |
          *     | `UNAUTHORIZED` | 401 | No access token: the `Authorization` header is missing or is not `Bearer <token>`. |
          *     | `AUTH_UNAUTHORIZED` | 401 | The access token has expired or is not valid; refresh the session and retry. The code InsForge's clients refresh on. |
@@ -1878,6 +1879,8 @@ export interface components {
          *     exists, but its address was never verified, so nothing proves it
          *     belongs to the same person; it is not linked. Verify the address (or
          *     sign in with an email code), then sign in with the provider again.
+         *     `USER_ALREADY_EXISTS`: the account with the provider's address is
+         *     linked to another identity of the same provider.
          */
         OAuthAccountUnverified: {
             headers: {
@@ -2204,8 +2207,9 @@ export interface components {
          *     (the server's `COOKIE_SAMESITE` and `COOKIE_DOMAIN` change `SameSite`
          *     and `Domain`; `SameSite=None` comes with `Partitioned`) and the
          *     session's remaining lifetime (30 days at most). Further
-         *     `refresh_token` lines, after it, expire the cookie's variants under
-         *     other settings (`Max-Age=0`). Absent for mobile and desktop clients.
+         *     `refresh_token` lines, before it, expire the cookie's variants under
+         *     other settings (`Max-Age=0`); the last `refresh_token` line is the
+         *     cookie itself. Absent for mobile and desktop clients.
          * @example refresh_token=pzRr3YP0PxKdC6W0P3u_r5AnV17-IeYpnDKdYN6nD94; Max-Age=2592000; Path=/api/auth; HttpOnly; Secure; SameSite=Lax
          */
         SetRefreshCookie: string;
@@ -2255,7 +2259,7 @@ export interface operations {
                      *       "database": "up",
                      *       "redis": "up",
                      *       "embeddingsBreaker": "closed",
-                     *       "version": "0.8.0",
+                     *       "version": "0.9.0",
                      *       "uptimeSeconds": 3612.4
                      *     }
                      */

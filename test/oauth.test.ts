@@ -11,6 +11,7 @@
 import { createClient } from '@insforge/sdk';
 import t from 'tap';
 import { freePort } from '../scripts/lib/service-process.ts';
+import { buildAppCapturingLogs } from './helpers/app.ts';
 import { buildAuthTestApp, decodeClaims } from './helpers/auth.ts';
 import { startGithubFake } from './helpers/github-fake.ts';
 import { followAuthorization } from './helpers/oauth-browser.ts';
@@ -147,6 +148,10 @@ t.test('GitHub: OAuth 2 and its user API (a loopback fake)', async (t) => {
   t.equal(session.user.email, 'octo@example.test', "GitHub's verified primary address, in lower case");
   t.same(session.user.providers, ['github']);
   t.equal(session.user.profile?.name, 'Octo Cat');
+  t.ok(github.tokens.length > 0, 'GitHub issued an access token to the service');
+  for (const token of github.tokens) {
+    t.notOk(JSON.stringify(session).includes(token), "GitHub's access token is not in the app's session result");
+  }
 
   github.user = {
     id: 4343,
@@ -354,4 +359,16 @@ t.test('signInWithIdToken: tokens of the provider for this service, and nothing 
   clock.advance(3600 + 60);
   const expired = await idTokenSignIn({ provider: 'testidp', token });
   t.equal(expired.json().error, 'ID_TOKEN_INVALID', 'an expired token is refused');
+});
+
+t.test("the log never holds a provider's code or state, nor the one-time code", async (t) => {
+  const logged = await buildAppCapturingLogs(t, 'info');
+  await logged.app.inject({
+    method: 'GET',
+    url: '/api/auth/oauth/testidp/callback?code=PROVIDER-CODE-1&state=STATE-VALUE-2&iss=x',
+  });
+  await logged.app.inject({ method: 'GET', url: `${REDIRECT.replace(APP, '')}?insforge_code=ONE-TIME-3` });
+  const log = logged.lines.join('');
+  t.match(log, /oauth\/testidp\/callback\?code=\[redacted\]&state=\[redacted\]/, 'the request is logged');
+  for (const secret of ['PROVIDER-CODE-1', 'STATE-VALUE-2', 'ONE-TIME-3']) t.notOk(log.includes(secret), secret);
 });

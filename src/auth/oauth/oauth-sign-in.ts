@@ -26,7 +26,6 @@ const REDIRECTED_ERRORS: readonly ErrorCode[] = [
   'ACCOUNT_DISABLED',
   'USER_ALREADY_EXISTS',
   'SERVICE_UNAVAILABLE',
-  'PROVIDER_UNAVAILABLE',
 ];
 
 /** The S256 PKCE challenge of a verifier (RFC 7636). */
@@ -114,6 +113,8 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer) {
       });
       return back('insforge_code', code);
     } catch (err) {
+      // The provider's keys could not be fetched: as for any other failure of the provider.
+      if (err instanceof ApiError && err.code === 'PROVIDER_UNAVAILABLE') return back('error', 'OAUTH_PROVIDER_ERROR');
       if (err instanceof ProviderRefused) {
         log.warn(
           { provider: name, reason: err.message },

@@ -1,0 +1,107 @@
+// The linking rule of OAuth sign-in (src/auth/oauth/identity-accounts.ts), case by case, on the real
+// database: which account a provider identity signs in to, and every refusal. The full flows through
+// a real OpenID Provider are in test/oauth.test.ts.
+import t from 'tap';
+import { accountForIdentity } from '../src/auth/oauth/identity-accounts.ts';
+import type { ProviderIdentity } from '../src/auth/oauth/provider-clients.ts';
+import { loadConfig } from '../src/config.ts';
+import * as users from '../src/db/repositories/users.ts';
+import { buildTestApp } from './helpers/app.ts';
+
+const { database } = await buildTestApp(t);
+const db = database.handle.db;
+const open = { db, config: loadConfig({ NODE_ENV: 'test' }) };
+const closed = { db, config: loadConfig({ NODE_ENV: 'test', ALLOW_SIGN_UP: 'false' }) };
+
+const identity = (subject: string, email: string | undefined, emailVerified = true): ProviderIdentity => ({
+  subject,
+  email,
+  emailVerified,
+  name: 'Someone',
+  picture: 'https://cdn.example.com/a.png',
+});
+const refusal = (p: Promise<unknown>) =>
+  p.then(
+    () => 'accepted',
+    (err: { code?: string }) => err.code ?? String(err),
+  );
+const passwordAccount = (email: string, verified: boolean) =>
+  users.insertPasswordUser(db, { email, passwordHash: 'scrypt$x', name: null, emailVerified: verified });
+
+t.test('a new identity with a verified address: a new verified account without a password', async (t) => {
+  const user = await accountForIdentity(open, 'corp', identity('s-1', 'new@example.test'));
+  t.equal(user.email, 'new@example.test');
+  t.equal(user.email_verified, true);
+  t.equal(user.password_hash, null);
+  t.same(user.providers, ['corp']);
+  t.match(user.profile, { name: 'Someone', avatar_url: 'https://cdn.example.com/a.png' });
+  const again = await accountForIdentity(open, 'corp', identity('s-1', 'changed@example.test', false));
+  t.equal(again.id, user.id, 'a linked identity signs in, whatever its address says now');
+});
+
+t.test('the provider must vouch for the address of an identity it has not linked', async (t) => {
+  t.equal(
+    await refusal(accountForIdentity(open, 'corp', identity('s-2', 'x@example.test', false))),
+    'OAUTH_EMAIL_UNVERIFIED',
+  );
+  t.equal(await refusal(accountForIdentity(open, 'corp', identity('s-3', undefined))), 'OAUTH_EMAIL_UNVERIFIED');
+  await passwordAccount('victim@example.test', true);
+  t.equal(
+    await refusal(accountForIdentity(open, 'corp', identity('s-4', 'victim@example.test', false))),
+    'OAUTH_EMAIL_UNVERIFIED',
+    'an unvouched address never reaches an existing account',
+  );
+});
+
+t.test('an existing account: linked only when its own address is verified', async (t) => {
+  const verified = await passwordAccount('owner@example.test', true);
+  const linked = await accountForIdentity(open, 'corp', identity('s-5', 'owner@example.test'));
+  t.equal(linked.id, verified?.id);
+  t.same(linked.providers, ['corp', 'email']);
+  const stored = await users.findUserById(db, String(verified?.id));
+  t.equal(stored?.password_hash, 'scrypt$x', 'the password is kept');
+
+  await passwordAccount('pending@example.test', false);
+  t.equal(
+    await refusal(accountForIdentity(open, 'corp', identity('s-6', 'pending@example.test'))),
+    'OAUTH_ACCOUNT_UNVERIFIED',
+  );
+  const pending = await users.findUserByEmail(db, 'pending@example.test');
+  t.same(pending?.providers, ['email'], 'nothing was linked');
+  t.equal(pending?.email_verified, false, 'nor verified');
+
+  t.equal(
+    await refusal(accountForIdentity(open, 'corp', identity('s-7', 'owner@example.test'))),
+    'USER_ALREADY_EXISTS',
+    'a second identity of the same provider is not linked to an account that has one',
+  );
+  const other = await accountForIdentity(open, 'other', identity('s-7', 'owner@example.test'));
+  t.equal(other.id, verified?.id, 'the same subject at another provider is another identity');
+});
+
+t.test('disabled accounts and closed sign-ups', async (t) => {
+  const user = await accountForIdentity(open, 'corp', identity('s-8', 'off@example.test'));
+  await db.updateTable('users').set({ disabled_at: new Date() }).where('id', '=', user.id).execute();
+  t.equal(await refusal(accountForIdentity(open, 'corp', identity('s-8', 'off@example.test'))), 'ACCOUNT_DISABLED');
+  t.equal(await refusal(accountForIdentity(open, 'gh', identity('s-9', 'off@example.test'))), 'ACCOUNT_DISABLED');
+  t.equal(
+    await refusal(accountForIdentity(closed, 'corp', identity('s-10', 'nobody@example.test'))),
+    'SIGN_UP_DISABLED',
+  );
+  const existing = await passwordAccount('member@example.test', true);
+  t.equal(
+    (await accountForIdentity(closed, 'corp', identity('s-11', 'member@example.test'))).id,
+    existing?.id,
+    'closed sign-ups still link',
+  );
+});
+
+t.test('the same new identity signing in twice at once makes one account', async (t) => {
+  const [a, b] = await Promise.all([
+    accountForIdentity(open, 'corp', identity('s-12', 'twice@example.test')),
+    accountForIdentity(open, 'corp', identity('s-12', 'twice@example.test')),
+  ]);
+  t.equal(a.id, b.id);
+  const rows = await db.selectFrom('users').select('id').where('email', '=', 'twice@example.test').execute();
+  t.equal(rows.length, 1);
+});
