@@ -8,9 +8,11 @@
  * code, a redirect URI off the allow-list, a forged or replayed callback, ID tokens for another
  * audience, expired, with the wrong nonce or a forged signature, and the linking rule's refusals.
  */
+import { createHash } from 'node:crypto';
 import { createClient } from '@insforge/sdk';
 import t from 'tap';
 import { freePort } from '../scripts/lib/service-process.ts';
+import { createClient as createTypedClient } from '../src/client/index.ts';
 import { buildAppCapturingLogs } from './helpers/app.ts';
 import { buildAuthTestApp, decodeClaims } from './helpers/auth.ts';
 import { startGithubFake } from './helpers/github-fake.ts';
@@ -303,6 +305,26 @@ t.test('the callback: a forged state and a replayed callback are refused', async
   clock.advance(601);
   const expired = await app.inject({ method: 'GET', url: atSlow.finalUrl.pathname + atSlow.finalUrl.search });
   t.equal(expired.json().error, 'OAUTH_STATE_INVALID');
+});
+
+t.test("the project's typed client: the authorization URL, the exchange, and the session it keeps", async (t) => {
+  const api = createTypedClient({ baseUrl: base, clientType: 'mobile' });
+  const verifier = 'typed-client-verifier-0123456789-abcdefghijklmnop';
+  const challenge = createHash('sha256').update(verifier).digest('base64url');
+  const started = await api.GET('/api/auth/oauth/custom/{provider}', {
+    params: { path: { provider: 'testidp' }, query: { redirect_uri: REDIRECT, code_challenge: challenge } },
+  });
+  t.equal(started.response.status, 200);
+  const { finalUrl } = await followAuthorization(String(started.data?.authUrl), { login: 'judy', stopAt: REDIRECT });
+  const exchanged = await api.POST('/api/auth/oauth/exchange', {
+    params: { query: { client_type: 'mobile' } },
+    body: { code: String(finalUrl.searchParams.get('insforge_code')), code_verifier: verifier },
+  });
+  t.equal(exchanged.data?.user.email, 'judy@example.test');
+  t.equal(api.tokens().accessToken, exchanged.data?.accessToken, 'the client keeps the session');
+  t.equal(api.tokens().refreshToken, exchanged.data?.refreshToken ?? undefined);
+  const current = await api.GET('/api/auth/sessions/current');
+  t.equal(current.data?.user.email, 'judy@example.test', 'and uses it');
 });
 
 t.test('web clients: the exchange sets the refresh cookie', async (t) => {

@@ -43,10 +43,11 @@ export interface ClientOptions {
 }
 
 // Operations whose answer is a Session result, and those that end a session.
-const SESSION_RESULT = /\/api\/auth\/(sessions|email\/verify|refresh|users)$/;
+const SESSION_RESULT = /\/api\/auth\/(sessions|email\/verify|refresh|users|oauth\/exchange|id-token)$/;
 const SESSION_END = /\/api\/auth\/logout$/;
 // A 401 from these is about credentials or refresh tokens, not the access token: never retry them.
-const NO_RETRY = /^\/api\/auth\/(sessions|users|email\/send-verification|email\/verify|refresh|logout)$/;
+const NO_RETRY =
+  /^\/api\/auth\/(sessions|users|email\/send-verification|email\/verify|refresh|logout|oauth\/exchange|id-token)$/;
 
 export function createClient(options: ClientOptions) {
   const clientType = options.clientType ?? 'mobile';

@@ -200,8 +200,11 @@ const GENEROUS: Env = {
   RATE_LIMIT_REFRESH: '1000',
 };
 
-/** A fresh service on a fresh database mailing to a local SMTP capture, listening on 127.0.0.1:0. */
-export async function startService(t: Teardown, env: Env): Promise<ServiceUnderTest> {
+/**
+ * A fresh service on a fresh database mailing to a local SMTP capture, listening on 127.0.0.1 at
+ * `port` (0: any free one; a fixed one when PUBLIC_URL must name it beforehand).
+ */
+export async function startService(t: Teardown, env: Env, port = 0): Promise<ServiceUnderTest> {
   const smtp = await startSmtpCapture();
   t.teardown(() => smtp.close());
   const built = await buildTestApp(t, { env: { SMTP_URL: smtp.url, ...GENEROUS, ...env } });
@@ -215,7 +218,7 @@ export async function startService(t: Teardown, env: Env): Promise<ServiceUnderT
       if (allow !== undefined) arrival.allowOrigin = String(allow);
     });
   });
-  await built.app.listen({ port: 0, host: '127.0.0.1' });
+  await built.app.listen({ port, host: '127.0.0.1' });
   const origin = `http://127.0.0.1:${(built.app.server.address() as AddressInfo).port}`;
   return { ...built, origin, smtp, arrived };
 }
