@@ -374,6 +374,22 @@ t.test('signInWithIdToken: tokens of the provider for this service, and nothing 
     'ID_TOKEN_INVALID',
     'another issuer',
   );
+  const shared = await idp.signIdToken({ ...claims, aud: [SERVICE_CLIENT.clientId, 'other-app'], azp: 'other-app' });
+  t.equal(
+    (await idTokenSignIn({ provider: 'testidp', token: shared })).json().error,
+    'ID_TOKEN_INVALID',
+    'several audiences, issued to another party (azp)',
+  );
+  const sharedOurs = await idp.signIdToken({
+    ...claims,
+    aud: [SERVICE_CLIENT.clientId, 'other-app'],
+    azp: SERVICE_CLIENT.clientId,
+  });
+  t.equal(
+    (await idTokenSignIn({ provider: 'testidp', token: sharedOurs })).statusCode,
+    200,
+    'several audiences, issued to us',
+  );
   const github = await idTokenSignIn({ provider: 'github', token });
   t.equal(github.json().error, 'INVALID_INPUT', 'GitHub has no ID tokens');
   t.equal((await idTokenSignIn({ provider: 'nobody', token })).json().error, 'INVALID_INPUT');

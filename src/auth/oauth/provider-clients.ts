@@ -105,7 +105,10 @@ function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
       if (code === 'ERR_JWKS_TIMEOUT' || !code.startsWith('ERR_J')) throw providerUnavailable(config.name);
       throw new ApiError(401, 'ID_TOKEN_INVALID', 'The ID token is not valid for this service');
     }
-    if (nonce !== undefined && payload.nonce !== nonce) {
+    // A token for several audiences must name this client as the party it was issued to (OpenID
+    // Connect Core 3.1.3.7); a single audience may name another (Google's Android client ids do).
+    const severalAudiences = Array.isArray(payload.aud) && payload.aud.length > 1;
+    if ((nonce !== undefined && payload.nonce !== nonce) || (severalAudiences && payload.azp !== config.clientId)) {
       throw new ApiError(401, 'ID_TOKEN_INVALID', 'The ID token is not valid for this service');
     }
     return identityFromClaims(payload);
