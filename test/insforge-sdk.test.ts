@@ -548,17 +548,24 @@ t.test('browser mode: cookie, CSRF token, refresh and sign-out', async (t) => {
   });
 });
 
-t.test('not here yet: the OAuth methods meet 404 NOT_FOUND (the OAuth issue)', async (t) => {
+// The whole OAuth flows, with a real OpenID Provider: test/oauth.test.ts (Node) and test/browser-oauth.test.ts.
+t.test('the OAuth methods on a service without providers: clear refusals', async (t) => {
   const client = serverClient();
   const oauth = await client.auth.signInWithOAuth('google', { redirectTo: `${APP}/done`, skipBrowserRedirect: true });
   refused(t, 'signInWithOAuth', oauth, 404, 'NOT_FOUND');
-  refused(t, 'exchangeOAuthCode', await client.auth.exchangeOAuthCode('code', 'v'.repeat(43)), 404, 'NOT_FOUND');
+  refused(
+    t,
+    'exchangeOAuthCode',
+    await client.auth.exchangeOAuthCode('code', 'v'.repeat(43)),
+    400,
+    'OAUTH_CODE_INVALID',
+  );
   refused(
     t,
     'signInWithIdToken',
     await client.auth.signInWithIdToken({ provider: 'google', token: 'id-token' }),
-    404,
-    'NOT_FOUND',
+    400,
+    'INVALID_INPUT',
   );
 });
 

@@ -28,7 +28,11 @@ for (const methods of Object.values(paths)) {
     const declared = Object.keys(op.responses).map(Number);
     const untested = declared.filter((s) => !statuses.includes(s));
     rows.push(`| ${op.operationId} | ${statuses.join(', ') || '-'} | ${untested.join(', ') || '-'} |`);
-    if (!statuses.some((s) => s >= 200 && s < 300)) gaps.push(`${op.operationId}: no test of a success response`);
+    // A success is a 2xx, or the 3xx of an operation that answers only with a redirect (the OAuth callback).
+    const success = declared.some((s) => s >= 200 && s < 300)
+      ? (s: number) => s >= 200 && s < 300
+      : (s: number) => s < 400;
+    if (!statuses.some(success)) gaps.push(`${op.operationId}: no test of a success response`);
     if (!statuses.some((s) => s >= 400)) gaps.push(`${op.operationId}: no test of an error response`);
   }
 }
