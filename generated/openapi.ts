@@ -399,9 +399,10 @@ export interface paths {
          *     OpenID Connect provider itself (Google One Tap, a native sign-in
          *     SDK). The token must be signed by the provider's keys (its JWKS) and
          *     carry the provider's issuer, the service's client id for that
-         *     provider as audience, an expiry in the future and, when `nonce` is
-         *     sent, that nonce. The account is found or created as in the
-         *     redirect flow.
+         *     provider as audience (and as `azp` when there are several
+         *     audiences), an expiry in the future, an `iat` neither in the future
+         *     nor more than 24 hours ago and, when `nonce` is sent, that nonce.
+         *     The account is found or created as in the redirect flow.
          *
          *     `401 ID_TOKEN_INVALID` for any token that fails a check; GitHub has
          *     no ID tokens. See `client_type` for where the refresh token goes.
@@ -1315,7 +1316,8 @@ export interface components {
          *     and port) accepts any URL on that origin, an entry with a path accepts
          *     URLs that start with it. Without the list, the one entry is the origin
          *     of the configured redirect URL (`AUTH_REDIRECT_URL`). URLs with user
-         *     information are refused; any other value, or any value when neither is
+         *     information, or with an encoded `/`, `\` or `.` in the path (`%2F`,
+         *     `%5C`, `%2E`), are refused; any other value, or any value when neither is
          *     configured, is refused with `400 INVALID_INPUT`, so the service never
          *     redirects to an address a caller chose. OAuth's `redirect_uri` follows
          *     the same rule. Without it the page goes to
@@ -1877,8 +1879,12 @@ export interface components {
         /**
          * @description `OAUTH_ACCOUNT_UNVERIFIED`: an account with the provider's address
          *     exists, but its address was never verified, so nothing proves it
-         *     belongs to the same person; it is not linked. Verify the address (or
-         *     sign in with an email code), then sign in with the provider again.
+         *     belongs to the same person; it is not linked. The owner signs in
+         *     with an email code (`POST /api/auth/email/send-otp`, then
+         *     `POST /api/auth/sessions` with `method: "otp"`), which proves the
+         *     mailbox and keeps no password an earlier sign-up chose, then signs in
+         *     with the provider again. (Not the sign-up's verification email: that
+         *     one would keep the password whoever signed up chose.)
          *     `USER_ALREADY_EXISTS`: the account with the provider's address is
          *     linked to another identity of the same provider.
          */
@@ -1890,7 +1896,7 @@ export interface components {
                 /**
                  * @example {
                  *       "error": "OAUTH_ACCOUNT_UNVERIFIED",
-                 *       "message": "An account with this address exists but its address is not verified; verify it, then sign in with the provider again",
+                 *       "message": "An account with this address exists but its address is not verified; sign in with a code sent to it, then sign in with the provider again",
                  *       "statusCode": 409
                  *     }
                  */
@@ -2151,8 +2157,9 @@ export interface components {
         AnyOAuthProvider: components["schemas"]["OAuthProviderName"];
         /**
          * @description Where the browser returns to the app at the end, with
-         *     `insforge_code` or `error` added to its query. Must match
-         *     `AUTH_REDIRECT_ALLOWLIST` (see `RedirectTo`).
+         *     `insforge_code` or `error` set in its query (values of those two
+         *     already there are replaced). Must match `AUTH_REDIRECT_ALLOWLIST`
+         *     (see `RedirectTo`) and have no fragment.
          * @example https://app.example.com/auth/callback
          */
         OAuthRedirectUri: string;
@@ -2779,8 +2786,9 @@ export interface operations {
             query: {
                 /**
                  * @description Where the browser returns to the app at the end, with
-                 *     `insforge_code` or `error` added to its query. Must match
-                 *     `AUTH_REDIRECT_ALLOWLIST` (see `RedirectTo`).
+                 *     `insforge_code` or `error` set in its query (values of those two
+                 *     already there are replaced). Must match `AUTH_REDIRECT_ALLOWLIST`
+                 *     (see `RedirectTo`) and have no fragment.
                  * @example https://app.example.com/auth/callback
                  */
                 redirect_uri: components["parameters"]["OAuthRedirectUri"];
@@ -2818,8 +2826,9 @@ export interface operations {
             query: {
                 /**
                  * @description Where the browser returns to the app at the end, with
-                 *     `insforge_code` or `error` added to its query. Must match
-                 *     `AUTH_REDIRECT_ALLOWLIST` (see `RedirectTo`).
+                 *     `insforge_code` or `error` set in its query (values of those two
+                 *     already there are replaced). Must match `AUTH_REDIRECT_ALLOWLIST`
+                 *     (see `RedirectTo`) and have no fragment.
                  * @example https://app.example.com/auth/callback
                  */
                 redirect_uri: components["parameters"]["OAuthRedirectUri"];

@@ -14,7 +14,7 @@ import t from 'tap';
 import { freePort } from '../scripts/lib/service-process.ts';
 import { createClient as createTypedClient } from '../src/client/index.ts';
 import { buildAppCapturingLogs } from './helpers/app.ts';
-import { buildAuthTestApp, decodeClaims } from './helpers/auth.ts';
+import { buildAuthTestApp, decodeClaims, PASSWORD } from './helpers/auth.ts';
 import { startGithubFake } from './helpers/github-fake.ts';
 import { followAuthorization } from './helpers/oauth-browser.ts';
 import { OTHER_CLIENT, SERVICE_CLIENT, startOidcProvider } from './helpers/oidc-provider.ts';
@@ -72,7 +72,7 @@ async function signInAtProvider(
   }
   const landed = await followAuthorization(started.data.url, {
     login,
-    stopAt: options.redirectTo ?? REDIRECT,
+    stopAt: (url) => url.origin === new URL(options.redirectTo ?? REDIRECT).origin,
     ...(options.deny ? { deny: true } : {}),
   });
   return { client, verifier: String(started.data.codeVerifier), ...landed };
@@ -193,6 +193,35 @@ t.test('linking: a verified account is linked, an unverified one is not', async 
   t.equal(unverified.finalUrl.searchParams.get('error'), 'OAUTH_EMAIL_UNVERIFIED');
 });
 
+t.test('a squatted address: the owner follows the refusal’s advice, and the squatter’s password is gone', async (t) => {
+  // Someone signs up the owner's address with a password of their own and never verifies it.
+  const victim = 'victim@example.test';
+  t.equal((await signUp(victim)).statusCode, 202);
+  const first = await signInAtProvider('testidp', 'victim');
+  t.equal(first.finalUrl.searchParams.get('error'), 'OAUTH_ACCOUNT_UNVERIFIED');
+
+  // The owner signs in with an emailed code, as the refusal says, then with the provider again.
+  clock.advance(61); // past the sign-up email's cooldown
+  const sent = await app.inject({ method: 'POST', url: '/api/auth/email/send-otp', payload: { email: victim } });
+  t.equal(sent.statusCode, 202);
+  const code = (await nthMail(victim, 2)).code;
+  const byCode = await app.inject({
+    method: 'POST',
+    url: '/api/auth/sessions?client_type=mobile',
+    payload: { method: 'otp', email: victim, otp: code },
+  });
+  t.equal(byCode.statusCode, 200, 'the code signs the owner in');
+  const linked = await signInWith('testidp', 'victim');
+  t.equal(linked.user.id, byCode.json().user.id, 'then the provider identity is linked');
+
+  const squatter = await app.inject({
+    method: 'POST',
+    url: '/api/auth/sessions?client_type=mobile',
+    payload: { email: victim, password: PASSWORD },
+  });
+  t.equal(squatter.statusCode, 401, 'the password the squatter chose opens nothing');
+});
+
 t.test('the person refuses at the provider: ?error=ACCESS_DENIED', async (t) => {
   const { finalUrl } = await signInAtProvider('testidp', 'erin', { deny: true });
   t.equal(finalUrl.searchParams.get('error'), 'ACCESS_DENIED');
@@ -240,6 +269,18 @@ t.test('redirect_uri must match the allow-list', async (t) => {
     t.equal(res.statusCode, 400, uri);
     t.equal(res.json().error, 'INVALID_INPUT');
   }
+  for (const uri of [
+    `${APP}/auth/callback#top`,
+    `${APP}/auth/..%2fevil`,
+    `${APP}/auth/%2e%2e/evil`,
+    `${APP}/auth/..%5Cevil`,
+  ]) {
+    const res = await app.inject({
+      method: 'GET',
+      url: `/api/auth/oauth/custom/testidp?redirect_uri=${encodeURIComponent(uri)}&code_challenge=${challenge}`,
+    });
+    t.equal(res.statusCode, 400, `refused: ${uri}`);
+  }
   const native = await app.inject({
     method: 'GET',
     url: `/api/auth/oauth/custom/testidp?redirect_uri=${encodeURIComponent('com.example.app:/oauth/done')}&code_challenge=${challenge}`,
@@ -259,6 +300,41 @@ t.test('redirect_uri must match the allow-list', async (t) => {
     t.equal(res.statusCode, url.includes('/testidp?') ? 400 : 404, `${url.split('?')[0]}: not this route`);
   }
 });
+
+t.test('values planted in the redirect URI do not survive the callback', async (t) => {
+  const planted = `${REDIRECT}?insforge_code=planted&error=planted&keep=1`;
+  const { finalUrl } = await signInAtProvider('testidp', 'kim', { redirectTo: planted });
+  t.same([...finalUrl.searchParams.keys()].sort(), ['insforge_code', 'keep'], 'the app’s own parameter stays');
+  t.not(finalUrl.searchParams.get('insforge_code'), 'planted');
+  const denied = await signInAtProvider('testidp', 'kim', { redirectTo: planted, deny: true });
+  t.same([...denied.finalUrl.searchParams.keys()].sort(), ['error', 'keep']);
+  t.equal(denied.finalUrl.searchParams.get('error'), 'ACCESS_DENIED');
+});
+
+t.test(
+  'odd identities: unusable addresses are no addresses, odd names are tidied, the browser always goes back',
+  async (t) => {
+    idp.accounts.set('kelvin', { email: '\u212Aate@example.test', email_verified: true });
+    const kelvin = await signInAtProvider('testidp', 'kelvin');
+    t.equal(
+      kelvin.finalUrl.searchParams.get('error'),
+      'OAUTH_EMAIL_UNVERIFIED',
+      'a non-ASCII address is not lower-cased into an ASCII one',
+    );
+    idp.accounts.set('notmail', { email: 'not an address', email_verified: true });
+    t.equal(
+      (await signInAtProvider('testidp', 'notmail')).finalUrl.searchParams.get('error'),
+      'OAUTH_EMAIL_UNVERIFIED',
+    );
+    idp.accounts.set('emoji', {
+      email: 'emoji@example.test',
+      email_verified: true,
+      name: `${'a'.repeat(99)}😀 and\u0000 more`,
+    });
+    const emoji = await signInWith('testidp', 'emoji');
+    t.equal(emoji.user.profile?.name, `${'a'.repeat(99)}😀`, 'a name is cut at 100 characters, never inside one');
+  },
+);
 
 t.test('the callback: a forged state and a replayed callback are refused', async (t) => {
   const forged = await app.inject({ method: 'GET', url: '/api/auth/oauth/testidp/callback?code=abc&state=forged' });
@@ -389,6 +465,19 @@ t.test('signInWithIdToken: tokens of the provider for this service, and nothing 
     (await idTokenSignIn({ provider: 'testidp', token: sharedOurs })).statusCode,
     200,
     'several audiences, issued to us',
+  );
+  const now = Math.floor(clock.now().getTime() / 1000);
+  const fromTheFuture = await idp.signIdToken({ ...claims, iat: now + 365 * 86400, exp: now + 730 * 86400 });
+  t.equal(
+    (await idTokenSignIn({ provider: 'testidp', token: fromTheFuture })).json().error,
+    'ID_TOKEN_INVALID',
+    'issued in the future',
+  );
+  const ancient = await idp.signIdToken({ ...claims, iat: now - 2 * 86400, exp: now + 3600 });
+  t.equal(
+    (await idTokenSignIn({ provider: 'testidp', token: ancient })).json().error,
+    'ID_TOKEN_INVALID',
+    'issued days ago',
   );
   const github = await idTokenSignIn({ provider: 'github', token });
   t.equal(github.json().error, 'INVALID_INPUT', 'GitHub has no ID tokens');

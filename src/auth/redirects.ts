@@ -36,6 +36,9 @@ export function allowedRedirect(
     url === undefined ||
     url.username !== '' ||
     url.password !== '' ||
+    // Encoded slashes, backslashes and dots in the path: a server that decodes them before routing
+    // would serve another path than the one the prefix check saw.
+    /%2f|%5c|%2e/i.test(url.pathname) ||
     !allowed.some((entry) => matchesRedirectEntry(url, entry))
   ) {
     throw new ApiError(400, 'INVALID_INPUT', `${field} must be a URL the service allows: ${allowed.join(', ')}`);

@@ -1,5 +1,6 @@
 import { allowedRedirect } from '../auth/redirects.ts';
 import type { AppContext } from '../context.ts';
+import { ApiError } from '../errors.ts';
 import { clientInfo, sessionResult } from './auth.ts';
 import type { HandlersFor } from './types.ts';
 
@@ -10,19 +11,28 @@ type OAuthOperations =
   | 'exchangeOAuthCode'
   | 'signInWithIdToken';
 
+/** The app's redirect URI for an OAuth sign-in: allowed, and without a fragment (RFC 6749, 3.1.2). */
+function oauthRedirectUri(config: AppContext['config'], value: string): string {
+  const uri = allowedRedirect(config, value, 'querystring.redirect_uri') ?? value;
+  if (new URL(uri).hash !== '') {
+    throw new ApiError(400, 'INVALID_INPUT', 'querystring.redirect_uri must not have a fragment (#…)');
+  }
+  return uri;
+}
+
 /** Handlers of the `oauth` tag. */
 export function oauthHandlers(ctx: AppContext): HandlersFor<OAuthOperations> {
   const { auth, config } = ctx;
   return {
     async getOAuthAuthorizationUrl(request) {
       const { redirect_uri, code_challenge } = request.query;
-      const redirectUri = allowedRedirect(config, redirect_uri, 'querystring.redirect_uri') ?? redirect_uri;
+      const redirectUri = oauthRedirectUri(config, redirect_uri);
       return { authUrl: await auth.oauth.start(request.params.provider, 'built-in', redirectUri, code_challenge) };
     },
 
     async getCustomOAuthAuthorizationUrl(request) {
       const { redirect_uri, code_challenge } = request.query;
-      const redirectUri = allowedRedirect(config, redirect_uri, 'querystring.redirect_uri') ?? redirect_uri;
+      const redirectUri = oauthRedirectUri(config, redirect_uri);
       return { authUrl: await auth.oauth.start(request.params.provider, 'custom', redirectUri, code_challenge) };
     },
 

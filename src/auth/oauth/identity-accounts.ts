@@ -8,6 +8,23 @@ import type { ProviderIdentity } from './provider-clients.ts';
 const disabled = () => new ApiError(403, 'ACCOUNT_DISABLED', 'This account is disabled');
 
 /**
+ * A provider's display name within the profile's rules: no control characters, at most 100
+ * characters (code points: a cut never splits one), and well-formed; null when nothing is left.
+ */
+export function profileName(name: string | undefined): string | null {
+  if (name === undefined) return null;
+  const kept = Array.from(
+    name
+      .toWellFormed()
+      .replace(/\p{Cc}/gu, '')
+      .trim(),
+  )
+    .slice(0, 100)
+    .join('');
+  return kept === '' ? null : kept;
+}
+
+/**
  * The account a provider identity signs in to. The linking rule:
  *
  * - An identity already linked signs in to its account.
@@ -41,8 +58,7 @@ export async function accountForIdentity(
     const created = await db.transaction().execute(async (trx) => {
       const user = await users.insertProviderUser(trx, {
         email,
-        // Within the profile's rules: a name of at most 100 characters, an http(s) avatar URL.
-        name: identity.name?.slice(0, 100) ?? null,
+        name: profileName(identity.name),
         avatarUrl:
           identity.picture !== undefined && /^https?:\/\/\S{1,2040}$/.test(identity.picture)
             ? identity.picture
@@ -71,7 +87,7 @@ async function linkExisting(
     throw new ApiError(
       409,
       'OAUTH_ACCOUNT_UNVERIFIED',
-      'An account with this address exists but its address is not verified; verify it, then sign in with the provider again',
+      'An account with this address exists but its address is not verified; sign in with a code sent to it, then sign in with the provider again',
     );
   }
   if (await oauth.linkIdentity(deps.db, existing.id, provider, identity.subject)) {

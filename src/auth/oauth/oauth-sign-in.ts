@@ -88,6 +88,9 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer) {
     if (started === undefined || started.provider !== name) throw stateInvalid();
     const back = (key: 'insforge_code' | 'error', value: string) => {
       const url = new URL(started.redirect_uri);
+      // Only the service says how the sign-in ended: values planted in the redirect URI go.
+      url.searchParams.delete('insforge_code');
+      url.searchParams.delete('error');
       url.searchParams.set(key, value);
       return url.href;
     };
@@ -123,6 +126,12 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer) {
         return back('error', 'OAUTH_PROVIDER_ERROR');
       }
       if (err instanceof ApiError && REDIRECTED_ERRORS.includes(err.code)) return back('error', err.code);
+      // Any other refusal of what the provider sent (a value the database cannot store, say): the
+      // browser still goes back to the app, with the provider to blame.
+      if (err instanceof ApiError && err.statusCode < 500) {
+        log.warn({ provider: name, code: err.code }, 'oauth: the identity the provider sent was refused');
+        return back('error', 'OAUTH_PROVIDER_ERROR');
+      }
       throw err;
     }
   }

@@ -1,3 +1,4 @@
+import { fullFormats } from 'ajv-formats/dist/formats.js';
 import { createRemoteJWKSet, type JWTPayload, jwtVerify } from 'jose';
 import * as oidc from 'openid-client';
 import type { Clock } from '../../clock.ts';
@@ -21,8 +22,13 @@ export interface AuthorizationChecks {
   verifier: string;
 }
 
+/** The `email` format of the contract's validator (ajv-formats). */
+const EMAIL_FORMAT = fullFormats.email as RegExp;
+
 /** Seconds any call to a provider may take. */
 const PROVIDER_TIMEOUT_S = 10;
+/** Seconds after its `iat` that an ID token is still taken. */
+const MAX_ID_TOKEN_AGE_S = 24 * 3600;
 
 function providerUnavailable(name: string): ApiError {
   return new ApiError(502, 'PROVIDER_UNAVAILABLE', `The OAuth provider "${name}" could not be reached`);
@@ -33,14 +39,25 @@ export class ProviderRefused extends Error {
   override name = 'ProviderRefused';
 }
 
+/**
+ * A provider's address as an account's: only what sign-up accepts (ASCII, the contract's `email`
+ * format, at most 254 characters), then in lower case; anything else is no address. Checked before
+ * lower-casing, which would turn some non-ASCII letters into ASCII ones (U+212A into `k`).
+ */
+export function accountEmail(value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.length > 254 || !EMAIL_FORMAT.test(value)) return undefined;
+  return value.toLowerCase();
+}
+
 function identityFromClaims(claims: JWTPayload): ProviderIdentity {
   const text = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
+  const email = accountEmail(claims.email);
   // Some issuers send email_verified as the string "true".
   const verified = claims.email_verified === true || claims.email_verified === 'true';
   return {
     subject: String(claims.sub),
-    email: text(claims.email)?.toLowerCase(),
-    emailVerified: verified && text(claims.email) !== undefined,
+    email,
+    emailVerified: verified && email !== undefined,
     name: text(claims.name),
     picture: text(claims.picture),
   };
@@ -98,6 +115,8 @@ function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
         currentDate: clock.now(),
         requiredClaims: ['sub', 'exp', 'iat'],
         clockTolerance: 30,
+        // Providers issue ID tokens for minutes to an hour; one issued long ago is not a sign-in now.
+        maxTokenAge: MAX_ID_TOKEN_AGE_S,
       }));
     } catch (err) {
       const code = (err as { code?: string }).code ?? '';
@@ -108,7 +127,12 @@ function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
     // A token for several audiences must name this client as the party it was issued to (OpenID
     // Connect Core 3.1.3.7); a single audience may name another (Google's Android client ids do).
     const severalAudiences = Array.isArray(payload.aud) && payload.aud.length > 1;
-    if ((nonce !== undefined && payload.nonce !== nonce) || (severalAudiences && payload.azp !== config.clientId)) {
+    const issuedLater = typeof payload.iat === 'number' && payload.iat * 1000 > clock.now().getTime() + 30_000;
+    if (
+      (nonce !== undefined && payload.nonce !== nonce) ||
+      (severalAudiences && payload.azp !== config.clientId) ||
+      issuedLater
+    ) {
       throw new ApiError(401, 'ID_TOKEN_INVALID', 'The ID token is not valid for this service');
     }
     return identityFromClaims(payload);
@@ -217,8 +241,8 @@ function githubClient(config: GithubProviderConfig): ProviderClient {
         const primary = Array.isArray(emails) ? emails.find((e) => e.primary === true) : undefined;
         return {
           subject: String(user.id),
-          email: typeof primary?.email === 'string' ? primary.email.toLowerCase() : undefined,
-          emailVerified: primary?.verified === true,
+          email: accountEmail(primary?.email),
+          emailVerified: primary?.verified === true && accountEmail(primary?.email) !== undefined,
           name: typeof user.name === 'string' && user.name !== '' ? user.name : undefined,
           picture: typeof user.avatar_url === 'string' ? user.avatar_url : undefined,
         };
