@@ -322,6 +322,18 @@ t.test(
       'a non-ASCII address is not lower-cased into an ASCII one',
     );
     idp.accounts.set('notmail', { email: 'not an address', email_verified: true });
+    // Microsoft's way of vouching: the optional claim xms_edov instead of email_verified.
+    const [, body] = (await idp.issueIdToken({ clientId: SERVICE_CLIENT.clientId, login: 'mslike' })).split('.');
+    const msClaims = JSON.parse(Buffer.from(String(body), 'base64url').toString());
+    const { email_verified: _dropped, ...withoutVerified } = msClaims;
+    const msToken = await idp.signIdToken({ ...withoutVerified, email: 'ms@example.test', xms_edov: true });
+    t.equal((await idTokenSignIn({ provider: 'testidp', token: msToken })).statusCode, 200, 'xms_edov vouches');
+    const unvouched = await idp.signIdToken({ ...withoutVerified, sub: 'ms-2', email: 'ms2@example.test' });
+    t.equal(
+      (await idTokenSignIn({ provider: 'testidp', token: unvouched })).json().error,
+      'OAUTH_EMAIL_UNVERIFIED',
+      'nothing vouches',
+    );
     t.equal(
       (await signInAtProvider('testidp', 'notmail')).finalUrl.searchParams.get('error'),
       'OAUTH_EMAIL_UNVERIFIED',

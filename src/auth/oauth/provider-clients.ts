@@ -52,8 +52,10 @@ export function accountEmail(value: unknown): string | undefined {
 function identityFromClaims(claims: JWTPayload): ProviderIdentity {
   const text = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
   const email = accountEmail(claims.email);
-  // Some issuers send email_verified as the string "true".
-  const verified = claims.email_verified === true || claims.email_verified === 'true';
+  // Some issuers send email_verified as the string "true". Microsoft sends none; its optional claim
+  // xms_edov (the address's domain is verified by its owner) says as much, when it is asked for.
+  const yes = (v: unknown) => v === true || v === 'true' || v === 1 || v === '1';
+  const verified = claims.email_verified === true || claims.email_verified === 'true' || yes(claims.xms_edov);
   return {
     subject: String(claims.sub),
     email,
