@@ -23,6 +23,9 @@ import {
   valueArbitrary,
 } from './spec-arbitraries.ts';
 
+/** The second Authorization header of a duplicateAuthorization case whose second spec is "none". */
+export const SECOND_AUTHORIZATION_FALLBACK = 'Bearer x';
+
 /** A value taken from the app's state when the request is sent (a real address, token, code...). */
 export class Fixture {
   readonly kind: FixtureKind;
@@ -746,7 +749,7 @@ export function socketBytes(
     case 'plain':
       break;
     case 'duplicateAuthorization':
-      headers = [...headers, ['authorization', wireHeaderValue(secondAuthorization ?? 'Bearer x')]];
+      headers = [...headers, ['authorization', wireHeaderValue(secondAuthorization ?? SECOND_AUTHORIZATION_FALLBACK)]];
       break;
     case 'duplicateContentType':
       headers = [...headers, ['content-type', variant.second]];
