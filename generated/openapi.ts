@@ -1077,6 +1077,10 @@ export interface paths {
          *       larger ones get `413 PAYLOAD_TOO_LARGE`.
          *     - `senderId` defaults to the caller; the default policy refuses any
          *       other value.
+         *     - Each user may publish `REALTIME_HTTP_PUBLISH_RATE` messages a minute
+         *       this way (600 by default, counted on every instance together when
+         *       Redis is configured); beyond, `429 RATE_LIMITED` with `Retry-After`.
+         *       A socket's own publishes have their own budget.
          */
         post: operations["publishRealtimeMessage"];
         delete?: never;
@@ -1738,7 +1742,11 @@ export interface components {
              *     socket.io's reserved names.
              */
             event: string;
-            /** @description Any JSON object without a `meta` property (the service adds it). */
+            /**
+             * @description Any JSON object without a `meta` property (the service adds it).
+             *     Objects and arrays in it nest at most 32 levels deep counted from
+             *     the request body: the body is level 1, `payload` level 2.
+             */
             payload: {
                 [key: string]: unknown;
             };
@@ -4105,6 +4113,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

@@ -166,7 +166,15 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   const realtimePolicies = new PolicyCache(db, config.database, app.log);
   await realtimePolicies.start();
   app.addHook('onClose', () => realtimePolicies.close());
-  const realtime = startRealtimeServer(app, config, db, () => clock.now(), revocations, metrics?.realtime);
+  const realtime = startRealtimeServer(app, {
+    config,
+    db,
+    now: () => clock.now(),
+    revocations,
+    policies: realtimePolicies,
+    redis,
+    events: metrics?.realtime,
+  });
   metrics?.readAtScrape({
     databasePool: () => deps.database.poolStats(),
     embeddingsBreaker: () => embeddings.breakerState(),

@@ -221,6 +221,15 @@ const envSchema = z.object({
     .max(6144, 'must be a whole number of bytes (2 to 6144)')
     .default(4096),
   REALTIME_PUBLISH_RATE: count.default(100),
+  REALTIME_HTTP_PUBLISH_RATE: count.default(600),
+  REALTIME_RECHECK_SECONDS: z.coerce
+    .number({ error: 'must be a whole number of seconds (0 to 86400; 0 turns the periodic re-check off)' })
+    .int('must be a whole number of seconds (0 to 86400; 0 turns the periodic re-check off)')
+    .min(0, 'must be a whole number of seconds (0 to 86400; 0 turns the periodic re-check off)')
+    .max(86_400, 'must be a whole number of seconds (0 to 86400; 0 turns the periodic re-check off)')
+    .default(30),
+  REALTIME_MAX_SUBSCRIPTIONS: count.default(100),
+  REALTIME_MAX_SOCKETS_PER_USER: count.default(20),
   REALTIME_MAX_BUFFERED_BYTES: z.coerce
     .number({ error: 'must be a whole number of bytes (65536 to 67108864)' })
     .int('must be a whole number of bytes (65536 to 67108864)')
@@ -339,6 +348,14 @@ export interface Config {
     maxBufferedBytes: number;
     /** Publishes per second per connection (a burst of as many is allowed). */
     publishRate: number;
+    /** Publishes per minute per user through POST /api/realtime/messages (every instance together with Redis). */
+    httpPublishRate: number;
+    /** Every live subscription is checked against the policies again this often; 0: only on changes. */
+    recheckSeconds: number;
+    /** Channels one socket may be subscribed to at once. */
+    maxSubscriptions: number;
+    /** Sockets one user may have open at once (on every instance together with Redis). */
+    maxSocketsPerUser: number;
   };
   /**
    * GET /metrics (Prometheus). With `token`, on the service's port behind `Authorization: Bearer
@@ -511,6 +528,10 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       maxPayloadBytes: e.REALTIME_MAX_PAYLOAD_BYTES,
       maxBufferedBytes: e.REALTIME_MAX_BUFFERED_BYTES,
       publishRate: e.REALTIME_PUBLISH_RATE,
+      httpPublishRate: e.REALTIME_HTTP_PUBLISH_RATE,
+      recheckSeconds: e.REALTIME_RECHECK_SECONDS,
+      maxSubscriptions: e.REALTIME_MAX_SUBSCRIPTIONS,
+      maxSocketsPerUser: e.REALTIME_MAX_SOCKETS_PER_USER,
     }),
     metrics: Object.freeze({ token: e.METRICS_TOKEN, port: e.METRICS_PORT }),
   });

@@ -8,7 +8,7 @@ import { bearerAuth } from './auth/access-token.ts';
 import type { AppContext } from './context.ts';
 import { ApiError } from './errors.ts';
 import { createServiceHandlers } from './handlers/index.ts';
-import { findUnstorableString } from './json-values.ts';
+import { describeJsonProblem, findJsonProblem } from './json-values.ts';
 import { metricsTokenCheck } from './metrics/http.ts';
 import { cspHeader, DOCS_CSP } from './security-headers.ts';
 import { asyncapiYaml, specDocument, specYaml } from './spec.ts';
@@ -19,12 +19,10 @@ const requireBody: preValidationHookHandler = async (request) => {
   }
 };
 
-/** A value met while walking a JSON document, with the way back to the root (to name its path). */
-const rejectUnstorableStrings: preValidationHookHandler = async (request) => {
-  const path = findUnstorableString(request.body);
-  if (path !== undefined) {
-    throw new ApiError(400, 'INVALID_INPUT', `${path} contains a NUL character or an unpaired UTF-16 surrogate`);
-  }
+/** Strings PostgreSQL cannot store, and nesting past MAX_JSON_DEPTH, anywhere in a JSON body. */
+const rejectUnacceptableJson: preValidationHookHandler = async (request) => {
+  const problem = findJsonProblem(request.body);
+  if (problem !== undefined) throw new ApiError(400, 'INVALID_INPUT', describeJsonProblem(problem));
 };
 
 /**
@@ -83,7 +81,7 @@ export async function registerContractRoutes(app: FastifyInstance, ctx: AppConte
     const operation = operations[operationId as keyof typeof operations];
     // Each operation's own limit, from x-body-limit in openapi.yaml (413 above it).
     if (operation.bodyLimit !== null) route.bodyLimit = operation.bodyLimit;
-    const hooks = [rejectUnstorableStrings];
+    const hooks = [rejectUnacceptableJson];
     if (operation.bodyRequired) hooks.unshift(requireBody);
     route.preValidation = hooks;
     if (operation.bodyLimit === null && operation.method === 'DELETE') {

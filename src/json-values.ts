@@ -1,9 +1,25 @@
 /** Checks on JSON values received from clients, before they reach the database. */
 
+/**
+ * How deeply objects and arrays may nest in a request (the request's own object is level 1). Deeper
+ * values are refused: serializing, storing and every client's parsing of them would recurse once per
+ * level, and no message or profile needs more.
+ */
+export const MAX_JSON_DEPTH = 32;
+
+/** What is wrong with a JSON value from a client, and where (`body.payload.a[2]`). */
+export interface JsonProblem {
+  path: string;
+  /** `unstorable`: NUL or an unpaired surrogate; `binary`: bytes, which are not JSON; `depth`: past MAX_JSON_DEPTH. */
+  kind: 'unstorable' | 'binary' | 'depth';
+}
+
 interface WalkNode {
   value: unknown;
   key: string | number | undefined;
   parent: WalkNode | undefined;
+  /** How many objects and arrays enclose this value. */
+  depth: number;
 }
 
 function pathOf(node: WalkNode, root: string): string {
@@ -11,37 +27,55 @@ function pathOf(node: WalkNode, root: string): string {
   for (let n: WalkNode | undefined = node; n?.parent !== undefined; n = n.parent) {
     parts.push(typeof n.key === 'number' ? `[${n.key}]` : `.${String(n.key)}`);
   }
-  return root + parts.reverse().join('');
+  const path = parts.reverse().join('');
+  return root === '' ? path.replace(/^\./, '') : root + path;
 }
 
 /**
- * The path of the first string (a value or a property name) in a JSON value that PostgreSQL cannot
- * store (NUL, or an unpaired surrogate), or of binary data, which is not JSON at all (socket.io
- * carries it; HTTP bodies cannot). Walks with an explicit stack, not recursion: a body of deeply
- * nested arrays (a few bytes per level) must not exhaust the call stack, and paths are built only for
- * the one found.
+ * The first problem of a JSON value, in document order: a string (value or property name) that
+ * PostgreSQL cannot store, binary data (socket.io carries it; HTTP bodies cannot), or an object or
+ * array nested deeper than `maxDepth`. `root` names the value in paths ('' for none). Walks with an
+ * explicit stack, not recursion, so that no depth can exhaust the call stack, and builds a path
+ * only for the problem found.
  */
-export function findUnstorableString(value: unknown, path = 'body'): string | undefined {
-  const stack: WalkNode[] = [{ value, key: undefined, parent: undefined }];
+export function findJsonProblem(value: unknown, root = 'body', maxDepth = MAX_JSON_DEPTH): JsonProblem | undefined {
+  const stack: WalkNode[] = [{ value, key: undefined, parent: undefined, depth: 0 }];
   for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
     const v = node.value;
     if (typeof v === 'string') {
-      if (!isStorable(v)) return pathOf(node, path);
+      if (!isStorable(v)) return { path: pathOf(node, root), kind: 'unstorable' };
     } else if (v instanceof ArrayBuffer || ArrayBuffer.isView(v)) {
-      return pathOf(node, path);
-    } else if (Array.isArray(v)) {
-      // Pushed in reverse so that items are visited in order (the first offending path is reported).
-      for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], key: i, parent: node });
+      return { path: pathOf(node, root), kind: 'binary' };
     } else if (v !== null && typeof v === 'object') {
-      const entries = Object.entries(v);
-      for (let i = entries.length - 1; i >= 0; i--) {
-        const [key, item] = entries[i] as [string, unknown];
-        if (!isStorable(key)) return pathOf({ value: key, key, parent: node }, path);
-        stack.push({ value: item, key, parent: node });
+      const depth = node.depth + 1;
+      if (depth > maxDepth) return { path: pathOf(node, root), kind: 'depth' };
+      if (Array.isArray(v)) {
+        // Pushed in reverse so that items are visited in order (the first problem is reported).
+        for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], key: i, parent: node, depth });
+      } else {
+        const entries = Object.entries(v);
+        for (let i = entries.length - 1; i >= 0; i--) {
+          const [key, item] = entries[i] as [string, unknown];
+          if (!isStorable(key))
+            return { path: pathOf({ value: key, key, parent: node, depth }, root), kind: 'unstorable' };
+          stack.push({ value: item, key, parent: node, depth });
+        }
       }
     }
   }
   return undefined;
+}
+
+/** The problem as a sentence for an error message. */
+export function describeJsonProblem(problem: JsonProblem): string {
+  switch (problem.kind) {
+    case 'unstorable':
+      return `${problem.path} contains a NUL character or an unpaired UTF-16 surrogate`;
+    case 'binary':
+      return `${problem.path} is binary data, which is not JSON`;
+    case 'depth':
+      return `${problem.path} nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep`;
+  }
 }
 
 const isStorable = (s: string): boolean => !s.includes('\u0000') && s.isWellFormed();

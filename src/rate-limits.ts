@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from './config.ts';
 import { redisStoreWithFallback } from './rate-limit-store.ts';
 
-/** Per-IP limits by operationId (createEmbeddings is limited per user, below). */
+/** Per-IP limits by operationId (createEmbeddings and publishRealtimeMessage are limited per user, below). */
 function limitsByOperation(config: Readonly<Config>): Record<string, number> {
   const l = config.rateLimits;
   return {
@@ -42,19 +42,25 @@ export async function registerRateLimits(
   onLimited?: OnRateLimited,
 ): Promise<void> {
   const limits = limitsByOperation(config);
+  /** Operations limited per user, per minute. */
+  const perUserPerMinute: Record<string, number> = {
+    createEmbeddings: config.embeddings.rateLimitPerMinute,
+    publishRealtimeMessage: config.realtime.httpPublishRate,
+  };
   const timeWindow = config.rateLimits.windowSeconds * 1000;
   // Runs before the plugin's own onRoute hook, which reads config.rateLimit.
   app.addHook('onRoute', (route) => {
     const operationId = (route.schema as { operationId?: string } | undefined)?.operationId;
     const max = operationId === undefined ? undefined : limits[operationId];
     if (max !== undefined) route.config = { ...(route.config as object), rateLimit: { max, timeWindow } } as never;
-    if (operationId === 'createEmbeddings') {
+    const perMinute = operationId === undefined ? undefined : perUserPerMinute[operationId];
+    if (perMinute !== undefined) {
       // Per user, so after authentication (preHandler hooks of secured routes run after the token check).
       const perUser = {
-        max: config.embeddings.rateLimitPerMinute,
+        max: perMinute,
         timeWindow: 60_000,
         hook: 'preHandler',
-        keyGenerator: (request: FastifyRequest) => `user:${request.user.sub}`,
+        keyGenerator: (request: FastifyRequest) => `user:${operationId}:${request.user.sub}`,
       };
       route.config = { ...(route.config as object), rateLimit: perUser } as never;
     }
@@ -72,7 +78,7 @@ export async function registerRateLimits(
     skipOnError: true,
     onExceeded: (request: FastifyRequest) => {
       const operationId = (request.routeOptions.schema as { operationId?: string } | undefined)?.operationId;
-      if (operationId !== undefined) onLimited?.(operationId, operationId === 'createEmbeddings' ? 'user' : 'ip');
+      if (operationId !== undefined) onLimited?.(operationId, operationId in perUserPerMinute ? 'user' : 'ip');
     },
     errorResponseBuilder: (_request, context) => ({
       statusCode: 429,

@@ -12,6 +12,7 @@ import * as m0009 from './migrations/0009_account_disabling.ts';
 import * as m0010 from './migrations/0010_email_codes.ts';
 import * as m0011 from './migrations/0011_account_administration.ts';
 import * as m0012 from './migrations/0012_oauth.ts';
+import * as m0013 from './migrations/0013_realtime_recheck.ts';
 import type { Database } from './schema.ts';
 
 /** Every migration, in order. Listed by hand so that no file-system scan happens at start-up. */
@@ -28,6 +29,7 @@ export const migrations: Record<string, Migration> = {
   '0010_email_codes': m0010,
   '0011_account_administration': m0011,
   '0012_oauth': m0012,
+  '0013_realtime_recheck': m0013,
 };
 
 /**

@@ -57,6 +57,7 @@ export function realtimeHandlers(ctx: AppContext): HandlersFor<RealtimeOperation
       if (row === undefined) {
         throw new ApiError(409, 'CHANNEL_ALREADY_EXISTS', 'A channel with this pattern exists already');
       }
+      await ctx.realtimePolicies.channelsChanged();
       reply.code(201);
       return toChannel(row);
     },
@@ -65,12 +66,15 @@ export function realtimeHandlers(ctx: AppContext): HandlersFor<RealtimeOperation
       requireAdmin(request);
       const row = await updateChannel(ctx.db, request.params.channelId, request.body, ctx.clock.now());
       if (row === undefined) throw noSuchChannel();
+      // Live subscriptions are checked again on every instance: a disabled channel ends them.
+      await ctx.realtimePolicies.channelsChanged();
       return toChannel(row);
     },
 
     async deleteRealtimeChannel(request, reply) {
       requireAdmin(request);
       if (!(await deleteChannel(ctx.db, request.params.channelId))) throw noSuchChannel();
+      await ctx.realtimePolicies.channelsChanged();
       reply.code(204);
       return undefined;
     },

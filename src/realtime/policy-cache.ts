@@ -1,10 +1,13 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { sql } from 'kysely';
 import type { DatabaseConfig } from '../config.ts';
 import { NotificationListener } from '../db/notification-listener.ts';
 import { listRealtimePolicies, type PolicyRow } from '../db/repositories/realtime-policies.ts';
 import type { Executor } from '../db/schema.ts';
 
 export const POLICY_CHANNEL = 'realtime_policies_changed';
+/** Announces a change to realtime.channels made through the API (no policy changed, but who may subscribe did). */
+export const CHANNELS_CHANNEL = 'realtime_channels_changed';
 /** Freshness without notifications (PGlite, or while the listening connection is down). */
 export const POLICY_TTL_MS = 1_000;
 /** With a live LISTEN connection the cache is still reloaded this often, as a safety net. */
@@ -16,11 +19,14 @@ export interface RealtimePermissions {
 }
 
 /**
- * The realtime policies, served from memory. On PostgreSQL a dedicated connection LISTENs for the
- * event trigger's notification, so that a policy created, altered or dropped anywhere is seen by
- * every instance within a round trip; without it (PGlite, or the connection down) entries live
- * POLICY_TTL_MS. Concurrent misses share one load, and a load overtaken by a notification is not
- * kept.
+ * The realtime policies, served from memory, and the news that who may subscribe may have changed.
+ * On PostgreSQL a dedicated connection LISTENs for the event trigger's notification, so that a
+ * policy created, altered or dropped anywhere is seen by every instance within a round trip, and
+ * for channels changed through the API on any instance. Without notifications (PGlite, no event
+ * trigger, or the connection down) entries live POLICY_TTL_MS, and the policies are read every
+ * POLICY_TTL_MS to notice a change. Concurrent misses share one load, and a load overtaken by a
+ * notification is not kept. `onChange` listeners hear of every change (src/realtime/recheck.ts
+ * re-checks the live subscriptions).
  */
 export class PolicyCache {
   #value: RealtimePermissions | undefined;
@@ -31,6 +37,11 @@ export class PolicyCache {
   #listener: NotificationListener | undefined;
   /** Whether the database has the event trigger that announces policy changes. */
   #notifying = false;
+  readonly #changeListeners = new Set<() => void>();
+  /** The policies last read by the poll (JSON), to notice a change when nothing announces one. */
+  #lastSeen: string | undefined;
+  #poll: NodeJS.Timeout | undefined;
+  #polling = false;
 
   readonly #db: Executor;
   readonly #database: DatabaseConfig;
@@ -42,15 +53,22 @@ export class PolicyCache {
     this.#log = log;
   }
 
-  /** Starts listening for changes (PostgreSQL only); resolves once the first attempt is settled. */
+  /** Starts watching for changes; resolves once the first attempt to listen (PostgreSQL) is settled. */
   async start(): Promise<void> {
+    if (this.#poll !== undefined) return;
+    this.#lastSeen = JSON.stringify(await listRealtimePolicies(this.#db).catch(() => undefined));
+    this.#poll = setInterval(() => void this.#pollPolicies(), POLICY_TTL_MS);
+    this.#poll.unref();
     if (this.#database.kind !== 'postgres' || this.#listener !== undefined) return;
     this.#listener = new NotificationListener({
       url: this.#database.url,
-      channels: [POLICY_CHANNEL],
+      channels: [POLICY_CHANNEL, CHANNELS_CHANNEL],
       name: 'realtime policy listener',
       log: this.#log,
-      onNotification: () => this.invalidate(),
+      onNotification: (channel) => {
+        if (channel === POLICY_CHANNEL) this.invalidate();
+        this.#changed();
+      },
       onConnected: async (client) => {
         const trigger = await client.query(
           "select 1 from pg_event_trigger where evtname = 'realtime_policy_change' and evtenabled <> 'D'",
@@ -59,9 +77,61 @@ export class PolicyCache {
         this.#notifying = trigger.rowCount === 1;
         // Changes made while no connection was listening were missed.
         this.invalidate();
+        this.#changed();
       },
     });
     await this.#listener.start();
+  }
+
+  /** Calls `listener` whenever the policies or the channels may have changed. Returns an unsubscribe. */
+  onChange(listener: () => void): () => void {
+    const entry = () => listener();
+    this.#changeListeners.add(entry);
+    return () => {
+      this.#changeListeners.delete(entry);
+    };
+  }
+
+  /**
+   * Tells this instance, and through PostgreSQL every other one, that channels changed (the API's
+   * create, update and delete).
+   */
+  async channelsChanged(): Promise<void> {
+    this.#changed();
+    if (this.#database.kind === 'postgres') {
+      await sql`select pg_notify(${CHANNELS_CHANNEL}, '')`.execute(this.#db);
+    }
+  }
+
+  #changed(): void {
+    for (const listener of this.#changeListeners) {
+      try {
+        listener();
+      } catch (err) {
+        this.#log.error({ err }, 'realtime policies: a change listener failed');
+      }
+    }
+  }
+
+  /** Where nothing announces policy changes, reads them every POLICY_TTL_MS and compares. */
+  async #pollPolicies(): Promise<void> {
+    if (this.#polling || (this.#listener?.listening === true && this.#notifying)) return;
+    this.#polling = true;
+    try {
+      const seen = JSON.stringify(await listRealtimePolicies(this.#db));
+      if (seen !== this.#lastSeen) {
+        const first = this.#lastSeen === undefined;
+        this.#lastSeen = seen;
+        if (!first) {
+          this.invalidate();
+          this.#changed();
+        }
+      }
+    } catch (err) {
+      this.#log.debug({ err: { message: (err as Error).message } }, 'realtime policies: poll failed');
+    } finally {
+      this.#polling = false;
+    }
   }
 
   get(): Promise<RealtimePermissions> | RealtimePermissions {
@@ -99,6 +169,8 @@ export class PolicyCache {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.#poll);
+    this.#changeListeners.clear();
     await this.#listener?.close();
   }
 }

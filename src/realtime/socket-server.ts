@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import { Server, type Socket } from 'socket.io';
 import { AccessTokenRefused, verifyAccessToken } from '../auth/access-token.ts';
@@ -10,9 +11,10 @@ import { socketOriginAllowed } from '../cors.ts';
 import { isDatabaseUnavailable } from '../db/errors.ts';
 import type { Database } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
-import { findUnstorableString } from '../json-values.ts';
-import { maySubscribe } from './channel-access.ts';
+import { describeJsonProblem, findJsonProblem } from '../json-values.ts';
+import { maySubscribe, subscribable } from './channel-access.ts';
 import { attachFanout, channelOfRoom, type Fanout, roomOf } from './fanout.ts';
+import type { PolicyCache } from './policy-cache.ts';
 import {
   type ClientEvent,
   checkClientPayload,
@@ -23,7 +25,9 @@ import {
 } from './protocol.ts';
 import { PublishBudget } from './publish-budget.ts';
 import { type PublishInput, type PublishOutcome, publishMessage } from './publisher.ts';
+import { type RecheckPass, SubscriptionRecheck } from './recheck.ts';
 import { watchOutput } from './slow-consumers.ts';
+import { createSocketQuota } from './socket-quota.ts';
 
 /** What the server keeps on each socket (socket.data). */
 interface Caller {
@@ -43,6 +47,8 @@ export interface RealtimeServer {
   publish(input: PublishInput): Promise<PublishOutcome>;
   /** This instance's connected sockets, and their channel subscriptions. */
   stats(): RealtimeStats;
+  /** Re-checks every live subscription of this instance now; resolves when done (tests, benches). */
+  recheck(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -57,6 +63,21 @@ export interface RealtimeEvents {
   delivered(): void;
   /** A socket was disconnected for not reading its messages fast enough. */
   slowConsumerDisconnected(): void;
+  /** A pass of the re-check of live subscriptions ended. */
+  rechecked?(pass: RecheckPass): void;
+}
+
+/** What the realtime server works with. */
+export interface RealtimeServerOptions {
+  config: Readonly<Config>;
+  db: Kysely<Database>;
+  now: () => Date;
+  revocations: SessionRevocations;
+  /** Says when policies or channels change (re-checks every live subscription). */
+  policies: PolicyCache;
+  /** Counts sockets per user across instances; undefined: per instance. */
+  redis: Redis | undefined;
+  events?: RealtimeEvents | undefined;
 }
 
 /** Events of the protocol itself (acknowledgements are not events); every other outgoing event is a message. */
@@ -78,6 +99,8 @@ const MAX_QUEUED = 64;
 /** setTimeout's longest delay. */
 const MAX_TIMER_MS = 2_147_483_647;
 const SESSION_REVOKED_MESSAGE = 'This session has ended; sign in again';
+/** A subscribe that met a policy change while checking asks again, at most this many times in all. */
+const SUBSCRIBE_ATTEMPTS = 3;
 
 /**
  * The realtime server: socket.io on the service's own HTTP server (path /socket.io/, websocket only).
@@ -85,14 +108,8 @@ const SESSION_REVOKED_MESSAGE = 'This session has ended; sign in again';
  * so the realtime policies decide. When a session is revoked (here or on another instance), its
  * sockets are told (SESSION_REVOKED) and disconnected. Protocol: asyncapi.yaml.
  */
-export function startRealtimeServer(
-  app: FastifyInstance,
-  config: Readonly<Config>,
-  db: Kysely<Database>,
-  now: () => Date,
-  revocations: SessionRevocations,
-  events?: RealtimeEvents,
-): RealtimeServer {
+export function startRealtimeServer(app: FastifyInstance, options: RealtimeServerOptions): RealtimeServer {
+  const { config, db, now, revocations, policies, redis, events } = options;
   const log = app.log.child({ component: 'realtime' });
   const io = new Server(app.server, {
     path: SOCKET_PATH,
@@ -122,6 +139,64 @@ export function startRealtimeServer(
     }
   });
 
+  /** This instance's subscriptions: for each socket, its channels and which joining each one is. */
+  const live = new Map<RealtimeSocket, Map<string, number>>();
+  let joinings = 0;
+  /** Ends a subscription the policies no longer allow: out of the room first, then told why. */
+  const endSubscription = (socket: RealtimeSocket, channel: string, joined: number): boolean => {
+    if (live.get(socket)?.get(channel) !== joined || socket.disconnected) return false;
+    leaveRoom(socket, channel);
+    emitError(socket, 'UNAUTHORIZED', 'The realtime policies no longer allow this subscription', channel);
+    return true;
+  };
+  const recheck = new SubscriptionRecheck<RealtimeSocket>({
+    *list() {
+      for (const [socket, channels] of live) {
+        for (const [channel, joined] of channels) yield { socket, userId: socket.data.userId, channel, joined };
+      }
+    },
+    check: (questions) => subscribable(db, questions),
+    end: (s) => endSubscription(s.socket, s.channel, s.joined),
+    isTransient,
+    periodMs: config.realtime.recheckSeconds * 1000,
+    log,
+    onPass: (pass) => {
+      events?.rechecked?.(pass);
+      if (pass.ended > 0) log.info(pass, 'realtime: subscriptions ended by the re-check');
+    },
+  });
+  const stopPolicyWatch = policies.onChange(() => recheck.changed());
+
+  const quota = createSocketQuota({
+    max: config.realtime.maxSocketsPerUser,
+    redis,
+    keyPrefix: config.redisKeyPrefix,
+    instanceId: randomUUID(),
+    log,
+  });
+
+  /** Leaves the channel's room (synchronously on every adapter: nothing more is delivered) and says so to the others. */
+  const leaveRoom = (socket: RealtimeSocket, channel: string) => {
+    live.get(socket)?.delete(channel);
+    void socket.leave(roomOf(channel));
+    const member: PresenceMember = { presenceId: socket.data.presenceId, userId: socket.data.userId ?? null };
+    socket.to(roomOf(channel)).emit('presence:leave', { meta: { channel }, member });
+  };
+
+  /** A place among the user's REALTIME_MAX_SOCKETS_PER_USER sockets, given back when the connection ends; else the refusal. */
+  const takeSocketPlace = async (socket: RealtimeSocket, userId: string): Promise<Error | undefined> => {
+    if (!(await quota.take(userId, socket.id))) {
+      const max = config.realtime.maxSocketsPerUser;
+      return refusal('TOO_MANY_CONNECTIONS', `At most ${max} realtime connections per user are open at once`);
+    }
+    const release = () => quota.release(userId, socket.id);
+    // Either ends the place: a socket that never completes its connection has no disconnect.
+    socket.once('disconnect', release);
+    if (socket.conn.readyState === 'closed') release();
+    else socket.conn.once('close', release);
+    return undefined;
+  };
+
   io.use((socket, next) => {
     const token = (socket.handshake.auth as { token?: unknown } | undefined)?.token;
     const presenceId = randomUUID();
@@ -146,7 +221,10 @@ export function startRealtimeServer(
         presenceId,
         expiresAt: claims.exp === undefined ? undefined : claims.exp * 1000,
       } satisfies Caller;
-      next();
+      takeSocketPlace(socket as unknown as RealtimeSocket, claims.sub).then(next, (err: unknown) => {
+        log.error({ err }, 'realtime: counting the user’s sockets failed');
+        next(refusal('INTERNAL_ERROR', 'The handshake could not be completed'));
+      });
     } catch (err) {
       // The socket protocol keeps its own codes for a token that expired or is not valid.
       if (err instanceof AccessTokenRefused) {
@@ -206,6 +284,9 @@ export function startRealtimeServer(
       arm();
       socket.once('disconnect', () => clearTimeout(expiry));
     }
+    /** This socket's channels (see `live`). */
+    const subscriptions = new Map<string, number>();
+    live.set(socket, subscriptions);
     const budget = new PublishBudget(config.realtime.publishRate, Date.now());
     if (events !== undefined) {
       // Sees what the adapters hand this socket too, whichever instance published it.
@@ -234,8 +315,7 @@ export function startRealtimeServer(
       if (ack === undefined || alsoAsEvent) sendError(code, message, channel);
     };
     const failure = (err: unknown): [RealtimeErrorCode, string] => {
-      // Unreachable, a serialization failure or deadlock (class 40), or a lock wait past lock_timeout (55P03).
-      if (isDatabaseUnavailable(err) || /^(40|55P03)/.test(String((err as { code?: unknown }).code))) {
+      if (isTransient(err)) {
         return ['SERVICE_UNAVAILABLE', 'The database is not answering; try again shortly'];
       }
       log.error({ err }, 'realtime: event failed');
@@ -262,11 +342,6 @@ export function startRealtimeServer(
           const checked = checkClientPayload(event, payload);
           if (!checked.ok) return void refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
           const request = checked.value;
-          const unsendable = findUnstorableString(request.payload, 'payload');
-          if (unsendable !== undefined) {
-            const message = `${unsendable} contains a NUL character, an unpaired UTF-16 surrogate or binary data`;
-            return void refuse(ack, 'INVALID_PAYLOAD', message, request.channel, true);
-          }
           if (Buffer.byteLength(JSON.stringify(request.payload)) > config.realtime.maxPayloadBytes) {
             const message = `The payload is larger than ${config.realtime.maxPayloadBytes} bytes`;
             return void refuse(ack, 'PAYLOAD_TOO_LARGE', message, request.channel, true);
@@ -282,26 +357,37 @@ export function startRealtimeServer(
 
     const subscribe = async (channel: string, ack: Ack | undefined) => {
       const room = roomOf(channel);
-      let allowed: boolean;
+      const joining = !socket.rooms.has(room);
+      if (joining && subscriptions.size >= config.realtime.maxSubscriptions) {
+        const message = `At most ${config.realtime.maxSubscriptions} channels may be subscribed to on one connection`;
+        return refuse(ack, 'TOO_MANY_SUBSCRIPTIONS', message, channel);
+      }
+      let allowed = false;
       try {
-        allowed = await maySubscribe(db, caller.userId, channel);
+        // A policy change while the check ran: its re-check may have passed before this joins, so ask again.
+        for (let attempt = 1; attempt <= SUBSCRIBE_ATTEMPTS; attempt++) {
+          const generation = recheck.generation;
+          allowed = await maySubscribe(db, caller.userId, channel);
+          if (!allowed || generation === recheck.generation) break;
+        }
       } catch (err) {
         return refuse(ack, ...failure(err), channel);
       }
       if (socket.disconnected) return;
       if (!allowed) {
         // A refused repeat subscription ends the one in place: the policies have changed.
-        if (socket.rooms.has(room)) await leave(channel);
+        if (socket.rooms.has(room)) leaveRoom(socket, channel);
         return refuse(ack, 'UNAUTHORIZED', 'The realtime policies do not allow subscribing to this channel', channel);
       }
-      const joining = !socket.rooms.has(room);
       await socket.join(room);
+      // A repeated subscribe was just checked again: it counts as a new joining.
+      subscriptions.set(channel, ++joinings);
       if (joining) socket.to(room).emit('presence:join', { meta: { channel }, member });
       ack?.({ ok: true, channel, presence: { members: await membersOf(channel) } });
     };
 
     const unsubscribe = async (channel: string, ack: Ack | undefined) => {
-      if (socket.rooms.has(roomOf(channel))) await leave(channel);
+      if (socket.rooms.has(roomOf(channel))) leaveRoom(socket, channel);
       ack?.({ ok: true, channel });
     };
 
@@ -326,8 +412,8 @@ export function startRealtimeServer(
     // Called inside socket.io's event dispatch: nothing may escape from it (an uncaught exception
     // there would end the process).
     socket.onAny((name: unknown, ...args: unknown[]) => {
+      const ack = typeof args.at(-1) === 'function' ? (args.pop() as Ack) : undefined;
       try {
-        const ack = typeof args.at(-1) === 'function' ? (args.pop() as Ack) : undefined;
         const event = String(name);
         if (!isClientEvent(event)) {
           return refuse(ack, 'UNKNOWN_EVENT', `Unknown event ${JSON.stringify(event.slice(0, 64))}`, null, true);
@@ -336,25 +422,35 @@ export function startRealtimeServer(
           const message = `At most ${MAX_QUEUED} requests may wait on one connection`;
           return refuse(ack, 'RATE_LIMITED', message, channelOf(args[0]), true);
         }
+        // Before the schema: strings the database cannot store, binary data, and nesting past
+        // MAX_JSON_DEPTH (which serializing would meet as a stack overflow).
+        const problem = findJsonProblem(args[0], '');
+        if (problem !== undefined) {
+          return refuse(ack, 'INVALID_PAYLOAD', describeJsonProblem(problem), channelOf(args[0]), true);
+        }
         const work = accept(event, args[0], ack);
         if (work === undefined) return;
         waiting += 1;
         queue = queue
           .then(work)
-          .catch((err: unknown) => log.error({ err, event }, 'realtime: request failed'))
+          .catch((err: unknown) => {
+            log.error({ err, event }, 'realtime: request failed');
+            refuse(ack, 'INTERNAL_ERROR', 'Internal server error', channelOf(args[0]));
+          })
           .finally(() => {
             waiting -= 1;
           });
       } catch (err) {
         log.error({ err }, 'realtime: event dispatch failed');
+        // Never silence: the client hears that this request failed.
+        try {
+          refuse(ack, 'INTERNAL_ERROR', 'Internal server error', channelOf(args[0]));
+        } catch {}
       }
     });
 
-    const leave = async (channel: string) => {
-      await socket.leave(roomOf(channel));
-      socket.to(roomOf(channel)).emit('presence:leave', { meta: { channel }, member });
-    };
     socket.on('disconnecting', () => {
+      live.delete(socket);
       for (const room of socket.rooms) {
         const channel = channelOfRoom(room);
         if (channel !== undefined) socket.to(room).emit('presence:leave', { meta: { channel }, member });
@@ -378,6 +474,10 @@ export function startRealtimeServer(
 
   return {
     publish,
+    recheck: () => {
+      recheck.changed();
+      return recheck.settled();
+    },
     stats() {
       const namespace = io.of('/');
       let subscriptions = 0;
@@ -388,6 +488,9 @@ export function startRealtimeServer(
     },
     async close() {
       stopRevocations();
+      stopPolicyWatch();
+      recheck.close();
+      quota.close();
       const engine = io.engine as unknown as { clients: Record<string, { transport?: { socket?: RawWebSocket } }> };
       const connections = Object.values(engine.clients)
         .map((c) => c.transport?.socket)
@@ -431,6 +534,11 @@ function refusePlainHttp(app: FastifyInstance): void {
     });
     res.end(JSON.stringify({ error: 'INVALID_INPUT', message, statusCode: 400 }));
   });
+}
+
+/** The database is unreachable, a serialization failure or deadlock (class 40), or a lock wait past lock_timeout (55P03). */
+function isTransient(err: unknown): boolean {
+  return isDatabaseUnavailable(err) || /^(40|55P03)/.test(String((err as { code?: unknown }).code));
 }
 
 /** A handshake refusal: connect_error's message, and `data` {code, message} for programs. */

@@ -1,0 +1,172 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { FastifyBaseLogger } from 'fastify';
+import type { SubscriptionQuestion } from './channel-access.ts';
+
+/** One live subscription of this instance, as the re-check sees it. */
+export interface LiveSubscription<S = unknown> {
+  socket: S;
+  userId: string | undefined;
+  channel: string;
+  /** Which joining this is: a subscription ended and made again is a new one, checked on its own. */
+  joined: number;
+}
+
+/** What one pass over the live subscriptions did. */
+export interface RecheckPass {
+  subscriptions: number;
+  /** Distinct (user, channel) questions asked of the database. */
+  questions: number;
+  ended: number;
+  ms: number;
+}
+
+export interface RecheckOptions<S> {
+  /** The live subscriptions now. */
+  list(): Iterable<LiveSubscription<S>>;
+  /** The subscribe policies' answers, in order (realtime.subscribable). */
+  check(questions: readonly SubscriptionQuestion[]): Promise<boolean[]>;
+  /** Ends a subscription that no longer passes; false if it has since been ended or made again. */
+  end(subscription: LiveSubscription<S>): boolean;
+  /** Whether an error means "try again later" (the database is away) rather than a broken policy. */
+  isTransient(err: unknown): boolean;
+  /** Between periodic passes; 0: no periodic pass. */
+  periodMs: number;
+  log: FastifyBaseLogger;
+  onPass?(pass: RecheckPass): void;
+  /** Questions per statement. */
+  batchSize?: number;
+}
+
+/** Questions per statement: one round trip of a few milliseconds, then the event loop is free again. */
+export const RECHECK_BATCH = 500;
+
+/**
+ * Keeps live subscriptions true to the subscribe policies: every subscription is asked again, in
+ * batches of distinct (user, channel) questions, periodically and at once when `changed()` says the
+ * policies or channels changed. A subscription that no longer passes is ended (`end`). A change
+ * that arrives during a pass starts a new one as soon as the batch in flight returns. A question
+ * the database cannot answer for a transient reason keeps the subscription until the next pass; one
+ * whose policy fails (an error in the policy itself) ends it, as subscribing would be refused.
+ */
+export class SubscriptionRecheck<S> {
+  readonly #options: RecheckOptions<S>;
+  readonly #batchSize: number;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #again = false;
+  #closed = false;
+  #generation = 0;
+
+  constructor(options: RecheckOptions<S>) {
+    this.#options = options;
+    this.#batchSize = options.batchSize ?? RECHECK_BATCH;
+    this.#schedule();
+  }
+
+  /**
+   * Bumped by every change: a subscribe whose check began under an older generation checks again,
+   * since the pass for the change may have run before it joined.
+   */
+  get generation(): number {
+    return this.#generation;
+  }
+
+  /** The policies or channels changed: re-check everything now. */
+  changed(): void {
+    this.#generation++;
+    this.#run();
+  }
+
+  /** Resolves when no pass is running (tests, shutdown). */
+  async settled(): Promise<void> {
+    while (this.#running !== undefined) await this.#running;
+  }
+
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+  }
+
+  #schedule(): void {
+    clearTimeout(this.#timer);
+    if (this.#closed || this.#options.periodMs <= 0) return;
+    this.#timer = setTimeout(() => this.#run(), this.#options.periodMs);
+    this.#timer.unref();
+  }
+
+  #run(): void {
+    if (this.#closed) return;
+    if (this.#running !== undefined) {
+      this.#again = true;
+      return;
+    }
+    const running = (async () => {
+      do {
+        this.#again = false;
+        await this.#pass().catch((err: unknown) => this.#options.log.error({ err }, 'realtime: re-check failed'));
+      } while (this.#again && !this.#closed);
+    })().finally(() => {
+      this.#running = undefined;
+      this.#schedule();
+    });
+    this.#running = running;
+  }
+
+  async #pass(): Promise<void> {
+    const started = performance.now();
+    const byQuestion = new Map<string, { question: SubscriptionQuestion; subscriptions: LiveSubscription<S>[] }>();
+    let subscriptions = 0;
+    for (const subscription of this.#options.list()) {
+      subscriptions++;
+      const key = `${subscription.userId ?? ''}\n${subscription.channel}`;
+      const entry = byQuestion.get(key);
+      if (entry === undefined) {
+        const question = { userId: subscription.userId, channel: subscription.channel };
+        byQuestion.set(key, { question, subscriptions: [subscription] });
+      } else {
+        entry.subscriptions.push(subscription);
+      }
+    }
+    const entries = [...byQuestion.values()];
+    let ended = 0;
+    for (let i = 0; i < entries.length; i += this.#batchSize) {
+      // A newer change makes the rest of this pass stale: the next pass asks everything again.
+      if (this.#again || this.#closed) return;
+      const batch = entries.slice(i, i + this.#batchSize);
+      const answers = await this.#answers(batch.map((e) => e.question));
+      if (answers === undefined) return;
+      batch.forEach((entry, n) => {
+        if (answers[n] === true) return;
+        for (const subscription of entry.subscriptions) {
+          if (this.#options.end(subscription)) ended++;
+        }
+      });
+      await nextTurn();
+    }
+    this.#options.onPass?.({ subscriptions, questions: entries.length, ended, ms: performance.now() - started });
+  }
+
+  /** The batch's answers; each question on its own if the batch fails; undefined while the database is away. */
+  async #answers(questions: SubscriptionQuestion[]): Promise<boolean[] | undefined> {
+    const { check, isTransient, log } = this.#options;
+    try {
+      return await check(questions);
+    } catch (err) {
+      if (isTransient(err)) {
+        log.warn({ err: { message: (err as Error).message } }, 'realtime: re-check postponed (database unavailable)');
+        return undefined;
+      }
+    }
+    const answers: boolean[] = [];
+    for (const question of questions) {
+      try {
+        answers.push((await check([question]))[0] === true);
+      } catch (err) {
+        if (isTransient(err)) return undefined;
+        log.error({ err, channel: question.channel }, 'realtime: a subscribe policy failed; the subscription ends');
+        answers.push(false);
+      }
+    }
+    return answers;
+  }
+}
