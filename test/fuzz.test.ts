@@ -22,6 +22,7 @@ import t, { type Test } from 'tap';
 import { errorCodes, type OperationId, operationIds } from '../generated/contract.ts';
 import type { Env } from '../src/config.ts';
 import type { Database } from '../src/db/schema.ts';
+import { MAX_JSON_DEPTH } from '../src/json-values.ts';
 import { specDocument } from '../src/spec.ts';
 import { buildTestApp } from './helpers/app.ts';
 import { PASSWORD } from './helpers/auth.ts';
@@ -285,6 +286,7 @@ async function startTarget(
       EMBEDDINGS_RETRY_BASE_MS: '5',
       EMBEDDINGS_TIMEOUT_MS: '5000',
       EMBEDDINGS_RATE_LIMIT: '1000000',
+      REALTIME_HTTP_PUBLISH_RATE: '1000000',
       RATE_LIMIT_VERIFY: '1000000',
       RATE_LIMIT_SIGN_IN: '1000000',
       RATE_LIMIT_SIGN_UP: '1000000',
@@ -686,7 +688,22 @@ function bodyVerdict(
   } catch {
     return false;
   }
+  // The contract's "Limits and timeouts": nesting past MAX_JSON_DEPTH is refused whatever the schema.
+  if (jsonDepth(value) > MAX_JSON_DEPTH) return false;
   return specValidator(...pointerSegments(op.body.pointer))(value) === true;
+}
+
+/** How deeply objects and arrays nest in a parsed JSON value (a scalar: 0), without recursion. */
+function jsonDepth(root: unknown): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[root, 0]];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [value, depth] = next;
+    if (value === null || typeof value !== 'object') continue;
+    deepest = Math.max(deepest, depth + 1);
+    for (const item of Object.values(value)) stack.push([item, depth + 1]);
+  }
+  return deepest;
 }
 
 const errorBodyProblem = (body: unknown, status: number): string | undefined => {

@@ -75,7 +75,9 @@ export type BodySpec =
   /** A JSON body whose string at `path` holds raw bytes (invalid UTF-8 among them). */
   | { kind: 'bytes'; value: unknown; path: Path; bytes: number[] }
   /** `open` repeated `depth` times, then `inner`, then `close` repeated. */
-  | { kind: 'nested'; depth: number; open: string; inner: string; close: string };
+  | { kind: 'nested'; depth: number; open: string; inner: string; close: string }
+  /** A JSON body with such a nesting (around 1) at `path`, inside one of its fields. */
+  | { kind: 'nestedAt'; value: unknown; path: Path; depth: number; open: string; close: string };
 
 export interface ParamEntry {
   in: ParameterModel['in'];
@@ -484,6 +486,27 @@ export function mutatedBodyArbitrary(
       contentType: 'application/json' as string | null,
       label: 'deeply nested JSON',
     }));
+  // Deep nesting inside a field: under a new key of an object (free-form ones such as a realtime
+  // payload or a profile take it), or in place of any other value. Depths around MAX_JSON_DEPTH
+  // and far past it.
+  const nestedInField = fc
+    .tuple(
+      valid,
+      fc.nat(),
+      fc.oneof(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 41, max: 6_000 })),
+      fc.constantFrom(['[', ']'], ['{"a":', '}'], ['[{"a":', '}]']),
+    )
+    .map(([value, site, depth, [open = '[', close = ']']]) => {
+      const sites = sitesOf(value, schema);
+      const target = sites[site % sites.length]?.path ?? [];
+      const at = getValue(value, target);
+      const path = at !== null && typeof at === 'object' && !Array.isArray(at) ? [...target, 'deep'] : target;
+      return {
+        body: { kind: 'nestedAt' as const, value, path, depth, open, close } as BodySpec,
+        contentType: 'application/json' as string | null,
+        label: `${depth} levels of ${open} at ${path.join('.') || 'the root'}`,
+      };
+    });
   const missing = fc.constant({
     body: { kind: 'none' as const } as BodySpec,
     contentType: 'application/json' as string | null,
@@ -496,6 +519,7 @@ export function mutatedBodyArbitrary(
     { weight: 1, arbitrary: rootOfOtherType },
     { weight: 1, arbitrary: invalidUtf8 },
     { weight: 1, arbitrary: nested },
+    { weight: 2, arbitrary: nestedInField },
     { weight: 1, arbitrary: missing },
   );
 }
@@ -687,6 +711,12 @@ export function bodyBytes(body: BodySpec): Buffer | undefined {
     }
     case 'nested':
       return Buffer.from(body.open.repeat(body.depth) + body.inner + body.close.repeat(body.depth), 'utf8');
+    case 'nestedAt': {
+      const marker = '\u0001DEEP\u0001';
+      const text = JSON.stringify(setAt(body.value, body.path, marker));
+      const nesting = `${body.open.repeat(body.depth)}1${body.close.repeat(body.depth)}`;
+      return Buffer.from(text.replace(JSON.stringify(marker), nesting), 'utf8');
+    }
   }
 }
 
@@ -716,7 +746,7 @@ export function wireRequest(
   if (c.contentType !== null) headers.push(['content-type', c.contentType]);
   for (const [name, value] of c.extraHeaders) headers.push([name, wireHeaderValue(value)]);
   const body =
-    c.body.kind === 'json' || c.body.kind === 'bytes'
+    c.body.kind === 'json' || c.body.kind === 'bytes' || c.body.kind === 'nestedAt'
       ? { ...c.body, value: resolveFixtures(c.body.value, resolve) }
       : c.body;
   return {
