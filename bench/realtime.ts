@@ -8,11 +8,15 @@
  *   npm run bench:realtime -- --quick               # 5 s each, 1 s warm-up
  *   npm run bench:realtime -- --adapter redis       # the Redis adapter (redis://127.0.0.1:6379)
  *   npm run bench:realtime -- --subscribers 100,1000,2000 --publishers 4 --window 8 --processes 2
+ *   npm run bench:realtime -- --subscribers 1000 --recheck 0,1   # the re-check's cost: off, then every second
  *
  * Per scenario: accepted publishes/s, deliveries/s, loss (every acknowledged message must reach
  * every subscriber), per-publisher order and the same order of message ids at every subscriber,
  * publish-to-receipt latency (CLOCK_MONOTONIC on both sides), memory per connection (RSS of both
- * instances before and after connecting the subscribers) and the CPU each process used.
+ * instances before and after connecting the subscribers), the CPU each process used, and the
+ * re-check of live subscriptions (passes and their mean time, from the instances' metrics). With
+ * --recheck, every scenario runs once per REALTIME_RECHECK_SECONDS value given, on instances
+ * started afresh with it.
  *
  * Everything runs on the one machine: the two instances, PostgreSQL (and Redis), the subscribers'
  * process(es) and this process (the publishers). One subscriber process by default: on the 2-core
@@ -56,7 +60,8 @@ import { LatencyHistogram, monotonicMs, type SubscriberSpec } from './lib/realti
 const usage =
   'usage: npm run bench:realtime -- [--quick] [--adapter postgres|redis] [--duration S] [--warmup S]\n' +
   '       [--subscribers 100,1000] [--rate 0,0] [--publishers 4] [--window 8] [--processes 1] [--accounts 100]\n' +
-  '       [--concurrency 20]   (--rate: publishes/s offered per scenario, all publishers together; 0 = as fast as acks allow)';
+  '       [--concurrency 20] [--recheck 0,1]   (--rate: publishes/s offered per scenario, all publishers together; 0 = as fast as acks allow;\n' +
+  '       --recheck: REALTIME_RECHECK_SECONDS values, each a round of every scenario; the server default when not given)';
 
 const { values } = parseArgs({
   options: {
@@ -71,6 +76,7 @@ const { values } = parseArgs({
     processes: { type: 'string', default: '1' },
     accounts: { type: 'string', default: '100' },
     concurrency: { type: 'string', default: '20' },
+    recheck: { type: 'string' },
   },
 });
 const quick = values.quick === true;
@@ -86,6 +92,9 @@ const window = Number(values.window);
 const processCount = Number(values.processes);
 const accountCount = Number(values.accounts);
 const concurrency = Number(values.concurrency);
+/** REALTIME_RECHECK_SECONDS per round; undefined: the server's default. */
+const recheckRounds: (number | undefined)[] =
+  values.recheck === undefined ? [undefined] : String(values.recheck).split(',').map(Number);
 const positive = (x: number) => Number.isSafeInteger(x) && x > 0;
 if (
   !(adapter === 'postgres' || adapter === 'redis') ||
@@ -93,6 +102,7 @@ if (
   !(Number.isSafeInteger(warmUpSeconds) && warmUpSeconds >= 0) ||
   !rates.every((r) => Number.isSafeInteger(r) && r >= 0) ||
   !(rateList.length === 1 || rateList.length === scenarios.length) ||
+  !recheckRounds.every((r) => r === undefined || (Number.isSafeInteger(r) && r >= 0)) ||
   publisherCount > 999
 ) {
   console.error(usage);
@@ -100,6 +110,8 @@ if (
 }
 
 const DATABASE = 'bench_realtime';
+/** Lets the benchmark read the instances' metrics (the re-check's passes). */
+const METRICS_TOKEN = 'bench-realtime-metrics-token-0123456789abcdef';
 /** Access tokens outlive any run (the service disconnects a socket whose token expires). */
 const TOKEN_TTL_SECONDS = 4 * 3600;
 const wallStart = Date.now();
@@ -148,9 +160,14 @@ interface Context {
   pool: SubscriberPool;
 }
 
-async function runScenario(ctx: Context, scenarioIndex: number, subscriberCount: number): Promise<ScenarioResult> {
+async function runScenario(
+  ctx: Context,
+  scenarioIndex: number,
+  subscriberCount: number,
+  recheckSeconds: number | undefined,
+): Promise<ScenarioResult> {
   const { instances, pool } = ctx;
-  const tag = `[${subscriberCount.toLocaleString('en-US')} subscribers]`;
+  const tag = `[${subscriberCount.toLocaleString('en-US')} subscribers${recheckSeconds === undefined ? '' : `, re-check ${recheckSeconds === 0 ? 'off' : `every ${recheckSeconds} s`}`}]`;
   const problems: string[] = [];
   const pids = instances.map((i) => i.pid);
 
@@ -228,6 +245,7 @@ async function runScenario(ctx: Context, scenarioIndex: number, subscriberCount:
   progress(
     `${tag} publishing: ${publisherCount} publishers × window ${window}${rates[scenarioIndex] ? `, offered ${rates[scenarioIndex]} publishes/s` : ''}, ${warmUpSeconds} s warm-up + ${durationSeconds} s measured`,
   );
+  const recheckBefore = await recheckTotals(instances);
   const runStart = monotonicMs();
   let lastReceived = 0;
   let lastAccepted = 0;
@@ -259,6 +277,8 @@ async function runScenario(ctx: Context, scenarioIndex: number, subscriberCount:
   );
   clearTimeout(cpuStart);
   clearTimeout(cpuStop);
+  const recheckAfter = await recheckTotals(instances);
+  const recheckPasses = recheckAfter.count - recheckBefore.count;
   cpu ??= cpuMeter?.stop() ?? measureCpu(cpuGroups).stop();
   const warnings: string[] = [];
   const elsewhere = cpu.groups.at(-1)?.percentOfCore ?? 0;
@@ -450,6 +470,11 @@ async function runScenario(ctx: Context, scenarioIndex: number, subscriberCount:
       perConnectionKiB: ((sum(rssAfter) - sum(rssBefore)) * 1024) / subscriberCount,
     },
     cpu,
+    recheck: {
+      seconds: recheckSeconds ?? null,
+      passes: recheckPasses,
+      meanMs: recheckPasses > 0 ? ((recheckAfter.sum - recheckBefore.sum) * 1000) / recheckPasses : 0,
+    },
     targets,
     problems,
     warnings,
@@ -481,27 +506,61 @@ const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:543
 progress(`making a fresh database ${DATABASE}`);
 const database = await recreateDatabase(serverUrl, DATABASE);
 
+/** The re-check passes both instances have made so far, and the seconds they took (from GET /metrics). */
+async function recheckTotals(instances: readonly Instance[]): Promise<{ count: number; sum: number }> {
+  let count = 0;
+  let sum = 0;
+  for (const instance of instances) {
+    const res = await fetch(`${instance.base}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    const text = await res.text();
+    count += Number(/^realtime_recheck_duration_seconds_count (\S+)$/m.exec(text)?.[1] ?? 0);
+    sum += Number(/^realtime_recheck_duration_seconds_sum (\S+)$/m.exec(text)?.[1] ?? 0);
+  }
+  return { count, sum };
+}
+
 try {
-  progress(`starting two instances of the built service (${adapter} adapter)`);
-  const { instances, adminToken } = await startInstances(
-    started,
-    instanceEnv({ databaseUrl: database.url, adapter, tokenTtlSeconds: TOKEN_TTL_SECONDS, extra: {} }),
-  );
-  progress(
-    `instances: A ${instances[0].base} (pid ${instances[0].pid}), B ${instances[1].base} (pid ${instances[1].pid})`,
-  );
-  const channel = await createChannel(instances[0].base, adminToken);
-  progress(`channel ${channel.pattern} created (${channel.id})`);
-
-  progress(`signing up ${accountCount} subscriber and ${publisherCount} publisher accounts (scrypt: takes a while)`);
-  const bases = instances.map((i) => i.base);
-  const subscriberUsers = await signUpUsers(bases, 'subscriber', accountCount, 4);
-  const publisherUsers = await signUpUsers(bases, 'publisher', publisherCount, 4);
-
-  pool = new SubscriberPool(processCount);
-  const ctx: Context = { databaseUrl: database.url, instances, subscriberUsers, publisherUsers, pool };
   const results: ScenarioResult[] = [];
-  for (const [i, count] of scenarios.entries()) results.push(await runScenario(ctx, i, count));
+  let instances: [Instance, Instance] | undefined;
+  let users: { subscriberUsers: BenchUser[]; publisherUsers: BenchUser[] } | undefined;
+  for (const recheckSeconds of recheckRounds) {
+    if (instances !== undefined) {
+      progress('stopping the instances to start them again with the next re-check period');
+      await stopServices(started);
+      started.length = 0;
+    }
+    progress(
+      `starting two instances of the built service (${adapter} adapter${recheckSeconds === undefined ? '' : `, REALTIME_RECHECK_SECONDS=${recheckSeconds}`})`,
+    );
+    const extra: Record<string, string> = {
+      METRICS_TOKEN,
+      ...(recheckSeconds === undefined ? {} : { REALTIME_RECHECK_SECONDS: String(recheckSeconds) }),
+    };
+    const startedNow = await startInstances(
+      started,
+      instanceEnv({ databaseUrl: database.url, adapter, tokenTtlSeconds: TOKEN_TTL_SECONDS, extra }),
+    );
+    instances = startedNow.instances;
+    progress(
+      `instances: A ${instances[0].base} (pid ${instances[0].pid}), B ${instances[1].base} (pid ${instances[1].pid})`,
+    );
+    if (users === undefined) {
+      const channel = await createChannel(instances[0].base, startedNow.adminToken);
+      progress(`channel ${channel.pattern} created (${channel.id})`);
+      progress(
+        `signing up ${accountCount} subscriber and ${publisherCount} publisher accounts (scrypt: takes a while)`,
+      );
+      const bases = instances.map((i) => i.base);
+      users = {
+        subscriberUsers: await signUpUsers(bases, 'subscriber', accountCount, 4),
+        publisherUsers: await signUpUsers(bases, 'publisher', publisherCount, 4),
+      };
+    }
+    pool ??= new SubscriberPool(processCount);
+    const ctx: Context = { databaseUrl: database.url, instances, ...users, pool };
+    for (const [i, count] of scenarios.entries()) results.push(await runScenario(ctx, i, count, recheckSeconds));
+  }
+  if (instances === undefined || pool === undefined) throw new Error('no round ran');
 
   const layout = [
     `service code: ${source}, built into dist/ at the start of the run`,

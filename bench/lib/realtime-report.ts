@@ -14,6 +14,8 @@ export interface TargetResult {
 
 export interface ScenarioResult {
   subscribers: number;
+  /** The re-check of live subscriptions during the measured window: its period (null: the server default), passes on both instances, mean time. */
+  recheck?: { seconds: number | null; passes: number; meanMs: number };
   /** Subscribers on instance A and on instance B. */
   perInstance: [number, number];
   publishers: number;
@@ -109,6 +111,16 @@ export function scenarioTable(r: RealtimeReport): string {
   return [
     `| | ${s.map((x) => `${n(x.subscribers)} subscribers`).join(' | ')} |`,
     `|---|${s.map(() => '---:').join('|')}|`,
+    row('re-check period (REALTIME_RECHECK_SECONDS)', (x) =>
+      x.recheck === undefined || x.recheck.seconds === null
+        ? 'default (30 s)'
+        : x.recheck.seconds === 0
+          ? 'off'
+          : `${x.recheck.seconds} s`,
+    ),
+    row('re-check passes (A+B) / mean time (ms)', (x) =>
+      x.recheck === undefined ? '-' : `${n(x.recheck.passes)} / ${x.recheck.passes > 0 ? ms(x.recheck.meanMs) : '-'}`,
+    ),
     row('subscribers on instance A / B', (x) => `${x.perInstance[0]} / ${x.perInstance[1]}`),
     row('offered publishes/s', (x) =>
       x.offeredPerSecond > 0 ? x.offeredPerSecond.toLocaleString('en-US') : 'as fast as acks allow',

@@ -142,6 +142,18 @@ export function createMetrics() {
     registers,
   });
 
+  const recheckDuration = new Histogram({
+    name: 'realtime_recheck_duration_seconds',
+    help: 'How long one pass of the re-check of every live subscription took',
+    buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
+    registers,
+  });
+  const recheckEnded = new Counter({
+    name: 'realtime_recheck_ended_subscriptions_total',
+    help: 'Subscriptions ended because the policies no longer allow them',
+    registers,
+  });
+
   const auth: AuthEvents = {
     signIn: (result) => signIns.inc({ result }),
     emailVerification: (result) => verifications.inc({ result }),
@@ -154,6 +166,10 @@ export function createMetrics() {
   const realtime: RealtimeEvents = {
     delivered: () => deliveries.inc(),
     slowConsumerDisconnected: () => slowConsumers.inc(),
+    rechecked: (pass) => {
+      recheckDuration.observe(pass.ms / 1000);
+      recheckEnded.inc(pass.ended);
+    },
   };
 
   return {
