@@ -2274,7 +2274,7 @@ export interface operations {
                      *       "database": "up",
                      *       "redis": "up",
                      *       "embeddingsBreaker": "closed",
-                     *       "version": "0.9.0",
+                     *       "version": "0.10.0",
                      *       "uptimeSeconds": 3612.4
                      *     }
                      */

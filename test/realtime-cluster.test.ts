@@ -4,7 +4,7 @@
 // adapter because the notification is part of the publishing transaction, with Redis because the
 // channel's lock is held until Redis has taken the message (README, "Several instances").
 import type { FastifyInstance } from 'fastify';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import t, { type Test } from 'tap';
 import { buildApp } from '../src/app.ts';
 import { type Env, loadConfig } from '../src/config.ts';
@@ -123,6 +123,76 @@ function acrossInstances(t: Test, env: Env) {
       'everything sent and received matched asyncapi.yaml',
     );
   });
+
+  t.test('a policy change, or a channel disabled through A, ends subscriptions on B within 2 s', async (t) => {
+    const { a, b, db } = await twoInstances(t, { ...env, REALTIME_RECHECK_SECONDS: '0' });
+    const clients = [new RealtimeClients(t, urlOf(a)), new RealtimeClients(t, urlOf(b))];
+    const channel = 'room:recheck';
+    const kept = await signedInAt(clients, 0, a);
+    const removed = await signedInAt(clients, 1, a);
+    const alsoOnB = await signedInAt(clients, 1, a);
+    for (const m of [kept, removed, alsoOnB]) await subscribed(m.socket, channel);
+    const received = collect<{ n: number }>(removed.socket, 'note');
+    const removedError = nextEvent(removed.socket, 'realtime:error', 3_000);
+    const changedAt = Date.now();
+    await sql`
+      create policy not_this_one on realtime.channels as restrictive for select to authenticated
+        using (auth.uid() is distinct from ${sql.lit(removed.userId)}::uuid)
+    `.execute(db);
+    t.match(await removedError, { code: 'UNAUTHORIZED', channel }, 'the removed user on B is told');
+    t.ok(Date.now() - changedAt <= 3_000, `ended ${Date.now() - changedAt} ms after the policy change (2 s, plus 1 s for a busy machine)`);
+    const before = received.length;
+    t.equal((await publish(kept.socket, { channel, event: 'note', payload: { n: 1 } })).ok, true, 'published on A');
+    const otherGets = collect(alsoOnB.socket, 'note');
+    t.equal((await publish(kept.socket, { channel, event: 'note', payload: { n: 2 } })).ok, true, 'again');
+    await waitForCount(otherGets, 1, 5_000);
+    t.equal(received.length, before, 'nothing reaches the removed user after the error');
+
+    // A channel disabled through A's API ends the subscriptions on B as well.
+    const [row] = await db.selectFrom('realtime.channels').select('id').where('pattern', '=', 'room:%').execute();
+    const endedOnB = nextEvent(alsoOnB.socket, 'realtime:error', 3_000);
+    const endedOnA = nextEvent(kept.socket, 'realtime:error', 3_000);
+    const res = await a.inject({
+      method: 'PATCH',
+      url: `/api/realtime/channels/${row?.id}`,
+      headers: { authorization: `Bearer ${accessTokenFor(a, 'admin')}` },
+      payload: { enabled: false },
+    });
+    t.equal(res.statusCode, 200, 'disabled through A');
+    t.match(await endedOnB, { code: 'UNAUTHORIZED', channel }, 'the subscriber on B is told');
+    t.match(await endedOnA, { code: 'UNAUTHORIZED', channel }, 'and the one on A');
+    t.same(
+      clients.flatMap((c) => c.violations()),
+      [],
+      'everything sent and received matched asyncapi.yaml',
+    );
+  });
+
+  if (env.REDIS_URL !== undefined) {
+    t.test('REALTIME_MAX_SOCKETS_PER_USER counts a user’s sockets on both instances (Redis)', async (t) => {
+      const { a, b } = await twoInstances(t, { ...env, REALTIME_MAX_SOCKETS_PER_USER: '2' });
+      const clients = [new RealtimeClients(t, urlOf(a)), new RealtimeClients(t, urlOf(b))];
+      const [atA, atB] = clients as [RealtimeClients, RealtimeClients];
+      const token = accessTokenFor(a);
+      await atA.connect(token);
+      const onB = await atB.connect(token);
+      t.equal((await atA.refusal(token)).data?.code, 'TOO_MANY_CONNECTIONS', 'a third on A is refused');
+      t.equal((await atB.refusal(token)).data?.code, 'TOO_MANY_CONNECTIONS', 'and on B');
+      t.ok(await atB.connect(accessTokenFor(a)), 'another user is not affected');
+      onB.close();
+      let accepted = false;
+      for (let attempt = 0; attempt < 30 && !accepted; attempt++) {
+        accepted = await atA.connect(token).then(
+          () => true,
+          async () => {
+            await new Promise((resolve) => setTimeout(resolve, 100));
+            return false;
+          },
+        );
+      }
+      t.ok(accepted, 'the place freed on B is taken on A');
+    });
+  }
 
   t.test('200 messages from a publisher on each instance arrive in one order on both', async (t) => {
     const { a, b, db } = await twoInstances(t, env);
