@@ -35,10 +35,52 @@ function pathOf(node: WalkNode, root: string): string {
  * The first problem of a JSON value, in document order: a string (value or property name) that
  * PostgreSQL cannot store, binary data (socket.io carries it; HTTP bodies cannot), or an object or
  * array nested deeper than `maxDepth`. `root` names the value in paths ('' for none). Walks with an
- * explicit stack, not recursion, so that no depth can exhaust the call stack, and builds a path
- * only for the problem found.
+ * explicit stack, not recursion, so that no depth can exhaust the call stack. The common case, no
+ * problem, takes one walk that allocates nothing per value; only when there is a problem does a
+ * second walk find its path.
  */
 export function findJsonProblem(value: unknown, root = 'body', maxDepth = MAX_JSON_DEPTH): JsonProblem | undefined {
+  return hasProblem(value, maxDepth) ? locateProblem(value, root, maxDepth) : undefined;
+}
+
+/** Whether the value has any problem findJsonProblem reports (values and their depths on two stacks). */
+function hasProblem(value: unknown, maxDepth: number): boolean {
+  const values: unknown[] = [value];
+  const depths: number[] = [0];
+  while (values.length > 0) {
+    const v = values.pop();
+    const depth = (depths.pop() as number) + 1;
+    if (typeof v === 'string') {
+      if (!isStorable(v)) return true;
+    } else if (v !== null && typeof v === 'object') {
+      if (depth > maxDepth || v instanceof ArrayBuffer || ArrayBuffer.isView(v)) return true;
+      if (Array.isArray(v)) {
+        for (const item of v) {
+          if (item !== null && typeof item === 'object') {
+            values.push(item);
+            depths.push(depth);
+          } else if (typeof item === 'string' && !isStorable(item)) {
+            return true;
+          }
+        }
+      } else {
+        for (const key in v) {
+          if (!isStorable(key)) return true;
+          const item = (v as Record<string, unknown>)[key];
+          if (item !== null && typeof item === 'object') {
+            values.push(item);
+            depths.push(depth);
+          } else if (typeof item === 'string' && !isStorable(item)) {
+            return true;
+          }
+        }
+      }
+    }
+  }
+  return false;
+}
+
+function locateProblem(value: unknown, root: string, maxDepth: number): JsonProblem | undefined {
   const stack: WalkNode[] = [{ value, key: undefined, parent: undefined, depth: 0 }];
   for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
     const v = node.value;

@@ -55,6 +55,11 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+  // A promise some library left unhandled (one client's malformed input meeting a bug) would end the
+  // process and every connection on it: it is logged, and the service goes on.
+  process.on('unhandledRejection', (reason) => {
+    app?.log.error({ err: reason }, 'unhandled promise rejection; the service goes on');
+  });
 }
 
 main().catch((err: unknown) => {

@@ -23,6 +23,7 @@ import {
   subscribed,
   urlOf,
   waitForCount,
+  waitUntil,
 } from './helpers/realtime-client.ts';
 import { deleteRedisKeys, redisAvailable, TEST_REDIS_URL } from './helpers/redis.ts';
 import { accessTokenFor } from './helpers/tokens.ts';
@@ -140,7 +141,10 @@ function acrossInstances(t: Test, env: Env) {
         using (auth.uid() is distinct from ${sql.lit(removed.userId)}::uuid)
     `.execute(db);
     t.match(await removedError, { code: 'UNAUTHORIZED', channel }, 'the removed user on B is told');
-    t.ok(Date.now() - changedAt <= 3_000, `ended ${Date.now() - changedAt} ms after the policy change (2 s, plus 1 s for a busy machine)`);
+    t.ok(
+      Date.now() - changedAt <= 3_000,
+      `ended ${Date.now() - changedAt} ms after the policy change (2 s, plus 1 s for a busy machine)`,
+    );
     const before = received.length;
     t.equal((await publish(kept.socket, { channel, event: 'note', payload: { n: 1 } })).ok, true, 'published on A');
     const otherGets = collect(alsoOnB.socket, 'note');
@@ -167,6 +171,42 @@ function acrossInstances(t: Test, env: Env) {
       'everything sent and received matched asyncapi.yaml',
     );
   });
+
+  t.test(
+    'a handshake with a deeply nested auth object does not reach the other instance (it would overflow its stack)',
+    async (t) => {
+      const { a, b, db } = await twoInstances(t, { ...env, REALTIME_ALLOW_ANON: 'true' });
+      await sql`
+      create policy anon_may_subscribe on realtime.channels for select to anon
+        using (enabled and realtime.channel_name() like pattern)
+    `.execute(db);
+      const channel = 'room:anon';
+      // A raw socket.io CONNECT whose auth nests 20,000 levels, then a subscribe, on A.
+      const raw = new WebSocket(`${urlOf(a).replace('http', 'ws')}/socket.io/?EIO=4&transport=websocket`);
+      t.teardown(() => raw.close());
+      const frames: string[] = [];
+      raw.addEventListener('message', (event) => {
+        const text = String(event.data);
+        frames.push(text);
+        if (text === '2') raw.send('3'); // engine.io ping
+      });
+      await new Promise((resolve) => raw.addEventListener('open', resolve, { once: true }));
+      await waitUntil(() => frames.some((f) => f.startsWith('0')), 5_000, 'the engine.io open');
+      const deep = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
+      raw.send(`40{"junk":${deep}}`);
+      await waitUntil(() => frames.some((f) => f.startsWith('40')), 5_000, 'the socket.io connect');
+      raw.send(`421["realtime:subscribe",{"channel":"${channel}"}]`);
+      await waitUntil(() => frames.some((f) => f.startsWith('431')), 5_000, 'the subscribe acknowledgement');
+      // An anonymous subscriber on B asks every instance for the channel's members.
+      const onB = new RealtimeClients(t, urlOf(b));
+      const socket = await onB.connect(undefined);
+      const ack = await subscribe(socket, channel, 5_000);
+      t.equal(ack.ok, true, 'B subscribed');
+      t.equal(ack.presence?.members.length, 2, 'with the member on A listed');
+      const health = await a.inject({ url: '/api/health' });
+      t.equal(health.statusCode, 200, 'A is still up');
+    },
+  );
 
   if (env.REDIS_URL !== undefined) {
     t.test('REALTIME_MAX_SOCKETS_PER_USER counts a user’s sockets on both instances (Redis)', async (t) => {

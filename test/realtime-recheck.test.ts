@@ -416,3 +416,66 @@ t.test('nesting depth on the socket: 32 levels pass; 33, 5,000 and 500,000 level
   });
   t.pass('new connections are accepted');
 });
+
+t.test('anonymous sockets (REALTIME_ALLOW_ANON) are counted per client address against the same limit', async (t) => {
+  const s = await scene(t, { REALTIME_ALLOW_ANON: 'true', REALTIME_MAX_SOCKETS_PER_USER: '2' });
+  await s.clients.connect(undefined);
+  const second = await s.clients.connect(undefined);
+  t.equal(
+    (await s.clients.refusal(undefined)).data?.code,
+    'TOO_MANY_CONNECTIONS',
+    'a third from the address is refused',
+  );
+  t.ok(await s.clients.connect(s.bob.accessToken), 'signed-in users are counted on their own');
+  second.disconnect();
+  let accepted = false;
+  for (let attempt = 0; attempt < 20 && !accepted; attempt++) {
+    accepted = await s.clients.connect(undefined).then(
+      () => true,
+      async () => {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return false;
+      },
+    );
+  }
+  t.ok(accepted, 'a place is free again once one has gone');
+});
+
+t.test(
+  'realtime.subscribable: only the service may call it, and it leaves the role and settings as they were',
+  async (t) => {
+    const s = await scene(t, {});
+    const asked = await sql<{ allowed: boolean }>`
+    select allowed from realtime.subscribable(${[s.alice.userId, null]}::uuid[], ${[CHANNEL, CHANNEL]}::text[])
+    order by ordinal`.execute(s.db);
+    t.same(
+      asked.rows.map((r) => r.allowed),
+      [true, false],
+      'Alice (a member) may, an anonymous caller may not',
+    );
+    const after = await s.db.transaction().execute(async (trx) => {
+      await sql`select set_config('request.user_id', 'before', true), set_config('realtime.channel_name', 'kept', true)`.execute(
+        trx,
+      );
+      await sql`select * from realtime.subscribable(${[s.bob.userId]}::uuid[], ${[CHANNEL]}::text[])`.execute(trx);
+      return (
+        await sql<{ role: string; userId: string; channel: string }>`
+        select current_user as role, current_setting('request.user_id') as "userId",
+          current_setting('realtime.channel_name') as channel`.execute(trx)
+      ).rows[0];
+    });
+    t.match(after, { userId: 'before', channel: 'kept' }, 'the transaction keeps its settings');
+    t.not(after?.role, 'authenticated', 'and its role');
+    const refused = await s.db
+      .transaction()
+      .execute(async (trx) => {
+        await sql`set local role authenticated`.execute(trx);
+        await sql`select * from realtime.subscribable(${[s.bob.userId]}::uuid[], ${[CHANNEL]}::text[])`.execute(trx);
+      })
+      .then(
+        () => 'called',
+        (err: { code?: string }) => err.code,
+      );
+    t.equal(refused, '42501', 'a caller acting as authenticated may not execute it (insufficient_privilege)');
+  },
+);

@@ -98,9 +98,14 @@ export class PolicyCache {
    */
   async channelsChanged(): Promise<void> {
     this.#changed();
-    if (this.#database.kind === 'postgres') {
-      await sql`select pg_notify(${CHANNELS_CHANNEL}, '')`.execute(this.#db);
-    }
+    if (this.#database.kind !== 'postgres') return;
+    // The change is stored already: should the announcement fail, the other instances see it at
+    // their next periodic re-check (or when their listener reconnects), and the caller still succeeds.
+    await sql`select pg_notify(${CHANNELS_CHANNEL}, '')`
+      .execute(this.#db)
+      .catch((err: Error) =>
+        this.#log.warn({ err: { message: err.message } }, 'realtime: channel change not announced to other instances'),
+      );
   }
 
   #changed(): void {

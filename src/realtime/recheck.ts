@@ -37,6 +37,9 @@ export interface RecheckOptions<S> {
   batchSize?: number;
 }
 
+/** Subscriptions grouped into questions between two turns of the event loop. */
+const GROUPING_SLICE = 2_000;
+
 /** Questions per statement: one round trip of a few milliseconds, then the event loop is free again. */
 export const RECHECK_BATCH = 500;
 
@@ -117,7 +120,8 @@ export class SubscriptionRecheck<S> {
     const byQuestion = new Map<string, { question: SubscriptionQuestion; subscriptions: LiveSubscription<S>[] }>();
     let subscriptions = 0;
     for (const subscription of this.#options.list()) {
-      subscriptions++;
+      // Grouping is synchronous: delivery gets the event loop back every GROUPING_SLICE subscriptions.
+      if (++subscriptions % GROUPING_SLICE === 0) await nextTurn();
       const key = `${subscription.userId ?? ''}\n${subscription.channel}`;
       const entry = byQuestion.get(key);
       if (entry === undefined) {

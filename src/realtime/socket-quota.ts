@@ -19,7 +19,7 @@ redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return 1
 `;
 
-/** How many sockets each user has open: on this instance, or with Redis on every instance together. */
+/** How many sockets each user (or anonymous client address) has open: on this instance, or with Redis on every instance together. */
 export interface SocketQuota {
   /** Takes a place for the socket; false when the user already has `max` sockets open. */
   take(userId: string, socketId: string): Promise<boolean>;
@@ -67,7 +67,8 @@ export function createSocketQuota(options: SocketQuotaOptions): SocketQuota {
           const until = Date.now() + SOCKET_LEASE_MS;
           const pipeline = redis.pipeline();
           for (const [userId, sockets] of local) {
-            for (const socketId of sockets) pipeline.zadd(keyOf(userId), 'XX', until, memberOf(socketId));
+            // Added again if missing: Redis may have lost its data (a restart without persistence).
+            for (const socketId of sockets) pipeline.zadd(keyOf(userId), until, memberOf(socketId));
             pipeline.pexpire(keyOf(userId), SOCKET_LEASE_MS);
           }
           pipeline.exec().catch(redisFailed);

@@ -6,6 +6,7 @@ import type { Kysely } from 'kysely';
 import { Server, type Socket } from 'socket.io';
 import { AccessTokenRefused, verifyAccessToken } from '../auth/access-token.ts';
 import type { SessionRevocations } from '../auth/session-revocations.ts';
+import { clientAddress, proxyTrust } from '../client-address.ts';
 import type { Config } from '../config.ts';
 import { socketOriginAllowed } from '../cors.ts';
 import { isDatabaseUnavailable } from '../db/errors.ts';
@@ -167,6 +168,7 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
   });
   const stopPolicyWatch = policies.onChange(() => recheck.changed());
 
+  const trustProxy = proxyTrust(config.trustProxy);
   const quota = createSocketQuota({
     max: config.realtime.maxSocketsPerUser,
     redis,
@@ -183,13 +185,19 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
     socket.to(roomOf(channel)).emit('presence:leave', { meta: { channel }, member });
   };
 
-  /** A place among the user's REALTIME_MAX_SOCKETS_PER_USER sockets, given back when the connection ends; else the refusal. */
-  const takeSocketPlace = async (socket: RealtimeSocket, userId: string): Promise<Error | undefined> => {
-    if (!(await quota.take(userId, socket.id))) {
+  /**
+   * A place among the REALTIME_MAX_SOCKETS_PER_USER sockets of a user (or of an anonymous client's
+   * address), given back when the connection ends; else the refusal.
+   */
+  const takeSocketPlace = async (socket: RealtimeSocket, quotaKey: string): Promise<Error | undefined> => {
+    if (!(await quota.take(quotaKey, socket.id))) {
       const max = config.realtime.maxSocketsPerUser;
-      return refusal('TOO_MANY_CONNECTIONS', `At most ${max} realtime connections per user are open at once`);
+      return refusal(
+        'TOO_MANY_CONNECTIONS',
+        `At most ${max} realtime connections are open at once per user (per address without a token)`,
+      );
     }
-    const release = () => quota.release(userId, socket.id);
+    const release = () => quota.release(quotaKey, socket.id);
     // Either ends the place: a socket that never completes its connection has no disconnect.
     socket.once('disconnect', release);
     if (socket.conn.readyState === 'closed') release();
@@ -199,32 +207,36 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
 
   io.use((socket, next) => {
     const token = (socket.handshake.auth as { token?: unknown } | undefined)?.token;
+    // The handshake travels to the other instances when they list a channel's members
+    // (fetchSockets), where adapters serialize it: of what the client sent, only the token is
+    // read, and it, any cookie and any other (possibly huge or deeply nested) value stay here.
+    socket.handshake.auth = {};
+    delete socket.handshake.headers.authorization;
+    delete socket.handshake.headers.cookie;
     const presenceId = randomUUID();
+    const placeTaken = (quotaKey: string) =>
+      takeSocketPlace(socket as unknown as RealtimeSocket, quotaKey).then(next, (err: unknown) => {
+        log.error({ err }, 'realtime: counting the sockets failed');
+        next(refusal('INTERNAL_ERROR', 'The handshake could not be completed'));
+      });
     if (token === undefined || token === null || token === '') {
       if (config.realtime.allowAnon) {
         socket.data = { userId: undefined, sessionId: undefined, presenceId, expiresAt: undefined } satisfies Caller;
-        return next();
+        // Anonymous sockets are counted per client address, against the same limit.
+        return void placeTaken(`anon:${clientAddress(socket.request, trustProxy)}`);
       }
       return next(refusal('UNAUTHORIZED', 'An access token is required in the handshake (auth.token)'));
     }
     if (typeof token !== 'string') return next(refusal('UNAUTHORIZED', 'auth.token must be a string'));
     try {
       const claims = verifyAccessToken(app, token);
-      // The handshake travels to the other instances when they list a channel's members
-      // (fetchSockets): the token and any cookie stay here.
-      socket.handshake.auth = {};
-      delete socket.handshake.headers.authorization;
-      delete socket.handshake.headers.cookie;
       socket.data = {
         userId: claims.sub,
         sessionId: claims.sid,
         presenceId,
         expiresAt: claims.exp === undefined ? undefined : claims.exp * 1000,
       } satisfies Caller;
-      takeSocketPlace(socket as unknown as RealtimeSocket, claims.sub).then(next, (err: unknown) => {
-        log.error({ err }, 'realtime: counting the user’s sockets failed');
-        next(refusal('INTERNAL_ERROR', 'The handshake could not be completed'));
-      });
+      void placeTaken(claims.sub);
     } catch (err) {
       // The socket protocol keeps its own codes for a token that expired or is not valid.
       if (err instanceof AccessTokenRefused) {
@@ -365,10 +377,15 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
       let allowed = false;
       try {
         // A policy change while the check ran: its re-check may have passed before this joins, so ask again.
-        for (let attempt = 1; attempt <= SUBSCRIBE_ATTEMPTS; attempt++) {
+        let settled = false;
+        for (let attempt = 1; attempt <= SUBSCRIBE_ATTEMPTS && !settled; attempt++) {
           const generation = recheck.generation;
           allowed = await maySubscribe(db, caller.userId, channel);
-          if (!allowed || generation === recheck.generation) break;
+          settled = !allowed || generation === recheck.generation;
+        }
+        if (!settled) {
+          const message = 'The realtime policies are changing; subscribe again shortly';
+          return refuse(ack, 'SERVICE_UNAVAILABLE', message, channel);
         }
       } catch (err) {
         return refuse(ack, ...failure(err), channel);
