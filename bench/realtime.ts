@@ -23,7 +23,8 @@
  * reference machine it used 78% of a core to receive 54,000 deliveries/s from 1,000 sockets, while
  * two processes used 98% between them for 49,000 (the split adds overhead and takes CPU the
  * instances need); --processes N spreads the subscribers over N processes on a bigger machine.
- * DATABASE_URL names the PostgreSQL server (default postgres://postgres@127.0.0.1:5432/postgres).
+ * DATABASE_URL names the PostgreSQL server (default postgres://postgres@127.0.0.1:5432/postgres);
+ * BENCH_NODE_OPTIONS is given to the instances only (`--cpu-prof --cpu-prof-dir=DIR` profiles them).
  * Writes bench/results/realtime-<adapter>[-quick].{md,json}; exits 1 on any loss, reordering or
  * error (a missed throughput or latency target is reported, not fatal).
  */
@@ -124,6 +125,8 @@ const addCounts = (into: Record<string, number>, from: Record<string, number>) =
 };
 
 const started: RunningService[] = [];
+/** Scenarios run so far, every round included. */
+let scenarioRuns = 0;
 let pool: SubscriberPool | undefined;
 let publishers: Publisher[] = [];
 let cleaning: Promise<void> | undefined;
@@ -197,7 +200,9 @@ async function runScenario(
   const rssAfter = pids.map(residentMiB) as [number, number];
   const liveSubscribers = subscriberCount - connected.failures.length;
 
-  const base = (scenarioIndex + 1) * 1000;
+  // Publisher ids differ in every scenario of the run (the checks read every message of the channel).
+  const base = (scenarioRuns + 1) * 1000;
+  scenarioRuns++;
   publishers = Array.from(
     { length: publisherCount },
     (_, j) =>
@@ -534,6 +539,8 @@ try {
     );
     const extra: Record<string, string> = {
       METRICS_TOKEN,
+      // BENCH_NODE_OPTIONS reaches the instances only: `--cpu-prof --cpu-prof-dir=/tmp/prof` profiles them.
+      ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
       ...(recheckSeconds === undefined ? {} : { REALTIME_RECHECK_SECONDS: String(recheckSeconds) }),
     };
     const startedNow = await startInstances(

@@ -131,10 +131,16 @@ export function createMetrics() {
       if (sources) this.set(sources.realtime().subscriptions);
     },
   });
-  const deliveries = new Counter({
+  // Counted in a plain number on the delivery path (tens of thousands a second) and added at each scrape.
+  let deliveredSinceScrape = 0;
+  new Counter({
     name: 'realtime_deliveries_total',
     help: "Messages handed to this instance's sockets (one per receiving socket)",
     registers,
+    collect() {
+      this.inc(deliveredSinceScrape);
+      deliveredSinceScrape = 0;
+    },
   });
   const slowConsumers = new Counter({
     name: 'realtime_slow_consumer_disconnects_total',
@@ -164,7 +170,9 @@ export function createMetrics() {
     upstreamAttempt: (seconds, outcome) => upstreamDuration.observe({ outcome }, seconds),
   };
   const realtime: RealtimeEvents = {
-    delivered: () => deliveries.inc(),
+    delivered: () => {
+      deliveredSinceScrape++;
+    },
     slowConsumerDisconnected: () => slowConsumers.inc(),
     rechecked: (pass) => {
       recheckDuration.observe(pass.ms / 1000);

@@ -20,13 +20,30 @@ const sizeOf = (packet: OutgoingPacket): number =>
       ? packet.data.byteLength
       : 0;
 
+/** An encoded socket.io EVENT packet, as engine.io is handed it: `2["name",…]`. */
+const EVENT_PREFIX = '2["';
+/** Events of the protocol itself; every other event the server sends is a message of a channel. */
+const PROTOCOL_EVENT_PREFIXES = ['2["realtime:', '2["presence:'];
+const isMessage = (data: unknown): boolean =>
+  typeof data === 'string' && data.startsWith(EVENT_PREFIX) && !PROTOCOL_EVENT_PREFIXES.some((p) => data.startsWith(p));
+
+export interface OutputWatch {
+  maxBytes: number;
+  /** Called once when the connection falls behind; it may send a last packet. */
+  onSlow: () => void;
+  /** Called for each channel message handed to the connection (not protocol events or acknowledgements). */
+  onMessage?: (() => void) | undefined;
+}
+
 /**
- * Bounds what the server holds for one connection: packets engine.io has not yet handed to the
- * WebSocket, plus what the WebSocket has not yet written to the network. Past `maxBytes` the client
- * is not reading fast enough: `onSlow` is called (it may send a last packet), the socket is
- * disconnected, and its connection cut if it has not drained within a few seconds.
+ * Watches what engine.io is handed for one connection, one listener per packet. Bounds what the
+ * server holds for it: packets engine.io has not yet handed to the WebSocket, plus what the
+ * WebSocket has not yet written to the network. Past `maxBytes` the client is not reading fast
+ * enough: `onSlow` is called, the socket is disconnected, and its connection cut if it has not
+ * drained within a few seconds. Also counts the channel messages it is handed (`onMessage`).
  */
-export function watchOutput(socket: Socket, maxBytes: number, onSlow: () => void): void {
+export function watchOutput(socket: Socket, watch: OutputWatch): void {
+  const { maxBytes, onSlow, onMessage } = watch;
   const conn = socket.conn as unknown as EngineConnection;
   let queued = 0;
   let tripped = false;
@@ -34,6 +51,7 @@ export function watchOutput(socket: Socket, maxBytes: number, onSlow: () => void
     for (const p of packets) queued -= sizeOf(p);
   });
   conn.on('packetCreate', (packet) => {
+    if (onMessage !== undefined && isMessage(packet.data)) onMessage();
     queued += sizeOf(packet);
     if (tripped) return;
     const inWebSocket = conn.transport?.socket?.bufferedAmount ?? 0;

@@ -81,9 +81,6 @@ export interface RealtimeServerOptions {
   events?: RealtimeEvents | undefined;
 }
 
-/** Events of the protocol itself (acknowledgements are not events); every other outgoing event is a message. */
-const isProtocolEvent = (event: string) => event.startsWith('realtime:') || event.startsWith('presence:');
-
 /** Larger frames close the connection; anything smaller is checked against the payload limit. */
 const MAX_FRAME_BYTES = 1_048_576;
 const SOCKET_PATH = '/socket.io/';
@@ -300,16 +297,15 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
     const subscriptions = new Map<string, number>();
     live.set(socket, subscriptions);
     const budget = new PublishBudget(config.realtime.publishRate, Date.now());
-    if (events !== undefined) {
+    watchOutput(socket, {
+      maxBytes: config.realtime.maxBufferedBytes,
+      onSlow: () => {
+        events?.slowConsumerDisconnected();
+        log.info({ presenceId: caller.presenceId }, 'realtime: slow consumer disconnected');
+        sendError('SLOW_CONSUMER', 'Messages were not read fast enough; reconnect and fetch the history', null);
+      },
       // Sees what the adapters hand this socket too, whichever instance published it.
-      socket.onAnyOutgoing((event: unknown) => {
-        if (!isProtocolEvent(String(event))) events.delivered();
-      });
-    }
-    watchOutput(socket, config.realtime.maxBufferedBytes, () => {
-      events?.slowConsumerDisconnected();
-      log.info({ presenceId: caller.presenceId }, 'realtime: slow consumer disconnected');
-      sendError('SLOW_CONSUMER', 'Messages were not read fast enough; reconnect and fetch the history', null);
+      onMessage: events === undefined ? undefined : () => events.delivered(),
     });
 
     /**
