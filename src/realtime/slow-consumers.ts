@@ -20,12 +20,15 @@ const sizeOf = (packet: OutgoingPacket): number =>
       ? packet.data.byteLength
       : 0;
 
-/** An encoded socket.io EVENT packet, as engine.io is handed it: `2["name",…]`. */
-const EVENT_PREFIX = '2["';
-/** Events of the protocol itself; every other event the server sends is a message of a channel. */
-const PROTOCOL_EVENT_PREFIXES = ['2["realtime:', '2["presence:'];
+/**
+ * Whether an encoded packet, as engine.io is handed it, is a channel message: a socket.io EVENT
+ * (`2["name",…]`) that is not one of the protocol's own (`realtime:…`, `presence:…`).
+ */
 const isMessage = (data: unknown): boolean =>
-  typeof data === 'string' && data.startsWith(EVENT_PREFIX) && !PROTOCOL_EVENT_PREFIXES.some((p) => data.startsWith(p));
+  typeof data === 'string' &&
+  data.startsWith('2["') &&
+  !data.startsWith('realtime:', 3) &&
+  !data.startsWith('presence:', 3);
 
 export interface OutputWatch {
   maxBytes: number;
