@@ -182,7 +182,7 @@ t.test('membership removed (data behind a policy): Bob stops within the re-check
   t.equal(s.alice.log.filter((r) => r.event === 'realtime:error').length, 0, 'Alice, still a member, keeps hers');
 });
 
-t.test('a policy change: Bob stops within 2 s, without a periodic re-check', async (t) => {
+t.test('a policy change: Bob stops within 2 s (asserted with 1 s of slack), without a periodic re-check', async (t) => {
   const s = await scene(t, { REALTIME_RECHECK_SECONDS: '0' });
   await sql`
     create policy no_bob on realtime.channels as restrictive for select to authenticated
@@ -212,28 +212,31 @@ t.test(
   },
 );
 
-t.test('the channel disabled through the API: both subscriptions end within 2 s', async (t) => {
-  const s = await scene(t, { REALTIME_RECHECK_SECONDS: '0' });
-  const [row] = await s.db.selectFrom('realtime.channels').select('id').where('pattern', '=', 'secret:%').execute();
-  const errors = [s.alice.socket, s.bob.socket].map((socket) =>
-    settled(nextEvent<{ code: string; channel: string }>(socket, 'realtime:error', CHANGE_BOUND_MS + SLACK_MS)),
-  );
-  const changedAt = Date.now();
-  const res = await s.app.inject({
-    method: 'PATCH',
-    url: `/api/realtime/channels/${row?.id}`,
-    headers: bearer(s.admin.accessToken),
-    payload: { enabled: false },
-  });
-  t.equal(res.statusCode, 200, 'disabled');
-  for (const [who, error] of [
-    ['Alice', errors[0]],
-    ['Bob', errors[1]],
-  ] as const) {
-    t.match(await error, { code: 'UNAUTHORIZED', channel: CHANNEL }, `${who}: UNAUTHORIZED`);
-  }
-  t.ok(Date.now() - changedAt <= CHANGE_BOUND_MS + SLACK_MS, `within ${Date.now() - changedAt} ms`);
-});
+t.test(
+  'the channel disabled through the API: both subscriptions end within 2 s (asserted with 1 s of slack)',
+  async (t) => {
+    const s = await scene(t, { REALTIME_RECHECK_SECONDS: '0' });
+    const [row] = await s.db.selectFrom('realtime.channels').select('id').where('pattern', '=', 'secret:%').execute();
+    const errors = [s.alice.socket, s.bob.socket].map((socket) =>
+      settled(nextEvent<{ code: string; channel: string }>(socket, 'realtime:error', CHANGE_BOUND_MS + SLACK_MS)),
+    );
+    const changedAt = Date.now();
+    const res = await s.app.inject({
+      method: 'PATCH',
+      url: `/api/realtime/channels/${row?.id}`,
+      headers: bearer(s.admin.accessToken),
+      payload: { enabled: false },
+    });
+    t.equal(res.statusCode, 200, 'disabled');
+    for (const [who, error] of [
+      ['Alice', errors[0]],
+      ['Bob', errors[1]],
+    ] as const) {
+      t.match(await error, { code: 'UNAUTHORIZED', channel: CHANNEL }, `${who}: UNAUTHORIZED`);
+    }
+    t.ok(Date.now() - changedAt <= CHANGE_BOUND_MS + SLACK_MS, `within ${Date.now() - changedAt} ms`);
+  },
+);
 
 t.test('logout: Bob’s socket is disconnected within 2 s; what is published after never reaches him', async (t) => {
   const s = await scene(t, { REALTIME_RECHECK_SECONDS: '0' });
@@ -258,7 +261,7 @@ t.test('logout: Bob’s socket is disconnected within 2 s; what is published aft
   t.ok(publishing.sent.length >= 3, `Alice published ${publishing.sent.length} meanwhile`);
 });
 
-t.test('subscriptions made again while re-checks run are not ended by a stale answer', async (t) => {
+t.test('subscribing again and again while re-checks run keeps a member’s subscription (no spurious end)', async (t) => {
   const s = await scene(t, { REALTIME_RECHECK_SECONDS: '1' });
   // Unsubscribing and subscribing again while passes run keeps the subscription: each joining is judged on its own.
   for (let i = 0; i < 10; i++) {

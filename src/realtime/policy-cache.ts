@@ -97,15 +97,15 @@ export class PolicyCache {
    * create, update and delete).
    */
   async channelsChanged(): Promise<void> {
-    this.#changed();
+    // With a live listener, this instance hears its own announcement like every other one.
+    if (this.#database.kind !== 'postgres' || this.#listener?.listening !== true) this.#changed();
     if (this.#database.kind !== 'postgres') return;
     // The change is stored already: should the announcement fail, the other instances see it at
     // their next periodic re-check (or when their listener reconnects), and the caller still succeeds.
-    await sql`select pg_notify(${CHANNELS_CHANNEL}, '')`
-      .execute(this.#db)
-      .catch((err: Error) =>
-        this.#log.warn({ err: { message: err.message } }, 'realtime: channel change not announced to other instances'),
-      );
+    await sql`select pg_notify(${CHANNELS_CHANNEL}, '')`.execute(this.#db).catch((err: Error) => {
+      this.#log.warn({ err: { message: err.message } }, 'realtime: channel change not announced to other instances');
+      this.#changed();
+    });
   }
 
   #changed(): void {

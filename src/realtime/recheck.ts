@@ -40,6 +40,9 @@ export interface RecheckOptions<S> {
 /** Subscriptions grouped into questions between two turns of the event loop. */
 const GROUPING_SLICE = 2_000;
 
+/** A pass the database put off (unreachable, a lock wait) is tried again this soon, whatever the period. */
+const RETRY_MS = 1_000;
+
 /** The longest pause between two batches of a pass (a pause as long as the batch took). */
 const MAX_PAUSE_MS = 100;
 
@@ -51,7 +54,7 @@ export const RECHECK_BATCH = 500;
  * batches of distinct (user, channel) questions, periodically and at once when `changed()` says the
  * policies or channels changed. Between batches the pass pauses as long as the batch took, so
  * that it takes at most half of the database's time. A subscription that no longer passes is ended (`end`). A change
- * that arrives during a pass starts a new one as soon as the batch in flight returns. A question
+ * that arrives during a pass starts a new one when it ends. A question
  * the database cannot answer for a transient reason keeps the subscription until the next pass; one
  * whose policy fails (an error in the policy itself) ends it, as subscribing would be refused.
  */
@@ -67,7 +70,7 @@ export class SubscriptionRecheck<S> {
   constructor(options: RecheckOptions<S>) {
     this.#options = options;
     this.#batchSize = options.batchSize ?? RECHECK_BATCH;
-    this.#schedule();
+    this.#schedule(options.periodMs);
   }
 
   /**
@@ -94,13 +97,20 @@ export class SubscriptionRecheck<S> {
     clearTimeout(this.#timer);
   }
 
-  #schedule(): void {
+  /** The next pass in `ms` (0 or less: none). */
+  #schedule(ms: number): void {
     clearTimeout(this.#timer);
-    if (this.#closed || this.#options.periodMs <= 0) return;
-    this.#timer = setTimeout(() => this.#run(), this.#options.periodMs);
+    if (this.#closed || ms <= 0) return;
+    this.#timer = setTimeout(() => this.#run(), ms);
     this.#timer.unref();
   }
 
+  /**
+   * Starts a pass, or, while one runs, asks for another after it. A pass always runs to its end
+   * (batches asked after a change see the change; the pass after it asks the earlier ones again),
+   * so that changes coming faster than a pass still reach every subscription. The period counts
+   * from the start of a pass; one put off by the database is tried again within RETRY_MS.
+   */
   #run(): void {
     if (this.#closed) return;
     if (this.#running !== undefined) {
@@ -108,18 +118,24 @@ export class SubscriptionRecheck<S> {
       return;
     }
     const running = (async () => {
+      let complete = true;
       do {
         this.#again = false;
-        await this.#pass().catch((err: unknown) => this.#options.log.error({ err }, 'realtime: re-check failed'));
+        this.#schedule(this.#options.periodMs);
+        complete = await this.#pass().catch((err: unknown) => {
+          this.#options.log.error({ err }, 'realtime: re-check failed');
+          return false;
+        });
       } while (this.#again && !this.#closed);
+      if (!complete) this.#schedule(RETRY_MS);
     })().finally(() => {
       this.#running = undefined;
-      this.#schedule();
     });
     this.#running = running;
   }
 
-  async #pass(): Promise<void> {
+  /** One pass over every live subscription; false when the database put it off. */
+  async #pass(): Promise<boolean> {
     const started = performance.now();
     const byQuestion = new Map<string, { question: SubscriptionQuestion; subscriptions: LiveSubscription<S>[] }>();
     let subscriptions = 0;
@@ -138,12 +154,11 @@ export class SubscriptionRecheck<S> {
     const entries = [...byQuestion.values()];
     let ended = 0;
     for (let i = 0; i < entries.length; i += this.#batchSize) {
-      // A newer change makes the rest of this pass stale: the next pass asks everything again.
-      if (this.#again || this.#closed) return;
+      if (this.#closed) return true;
       const batch = entries.slice(i, i + this.#batchSize);
       const asked = performance.now();
       const answers = await this.#answers(batch.map((e) => e.question));
-      if (answers === undefined) return;
+      if (answers === undefined) return false;
       const took = performance.now() - asked;
       batch.forEach((entry, n) => {
         if (answers[n] === true) return;
@@ -156,6 +171,7 @@ export class SubscriptionRecheck<S> {
       else await nextTurn();
     }
     this.#options.onPass?.({ subscriptions, questions: entries.length, ended, ms: performance.now() - started });
+    return true;
   }
 
   /** The batch's answers; each question on its own if the batch fails; undefined while the database is away. */

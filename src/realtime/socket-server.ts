@@ -365,8 +365,7 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
 
     const subscribe = async (channel: string, ack: Ack | undefined) => {
       const room = roomOf(channel);
-      const joining = !socket.rooms.has(room);
-      if (joining && subscriptions.size >= config.realtime.maxSubscriptions) {
+      if (!socket.rooms.has(room) && subscriptions.size >= config.realtime.maxSubscriptions) {
         const message = `At most ${config.realtime.maxSubscriptions} channels may be subscribed to on one connection`;
         return refuse(ack, 'TOO_MANY_SUBSCRIPTIONS', message, channel);
       }
@@ -392,6 +391,8 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
         if (socket.rooms.has(room)) leaveRoom(socket, channel);
         return refuse(ack, 'UNAUTHORIZED', 'The realtime policies do not allow subscribing to this channel', channel);
       }
+      // A re-check may have ended the subscription while this one was being checked.
+      const joining = !socket.rooms.has(room);
       await socket.join(room);
       // A repeated subscribe was just checked again: it counts as a new joining.
       subscriptions.set(channel, ++joinings);
