@@ -8,7 +8,8 @@ export const operations = {
     "tag": "health",
     "secured": false,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": false
   },
   "getMetrics": {
     "method": "GET",
@@ -16,7 +17,8 @@ export const operations = {
     "tag": "metrics",
     "secured": true,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": false
   },
   "listUsers": {
     "method": "GET",
@@ -24,7 +26,8 @@ export const operations = {
     "tag": "users",
     "secured": true,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": false
   },
   "createUser": {
     "method": "POST",
@@ -32,7 +35,8 @@ export const operations = {
     "tag": "auth",
     "secured": false,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "deleteUsers": {
     "method": "DELETE",
@@ -40,7 +44,8 @@ export const operations = {
     "tag": "users",
     "secured": true,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "getUser": {
     "method": "GET",
@@ -48,7 +53,8 @@ export const operations = {
     "tag": "users",
     "secured": true,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": false
   },
   "updateUser": {
     "method": "PATCH",
@@ -56,7 +62,8 @@ export const operations = {
     "tag": "users",
     "secured": true,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "createSession": {
     "method": "POST",
@@ -64,7 +71,8 @@ export const operations = {
     "tag": "auth",
     "secured": false,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "getOAuthAuthorizationUrl": {
     "method": "GET",
@@ -72,7 +80,8 @@ export const operations = {
     "tag": "oauth",
     "secured": false,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": false
   },
   "getCustomOAuthAuthorizationUrl": {
     "method": "GET",
@@ -80,7 +89,8 @@ export const operations = {
     "tag": "oauth",
     "secured": false,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": false
   },
   "handleOAuthCallback": {
     "method": "GET",
@@ -88,7 +98,8 @@ export const operations = {
     "tag": "oauth",
     "secured": false,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": true
   },
   "exchangeOAuthCode": {
     "method": "POST",
@@ -96,7 +107,8 @@ export const operations = {
     "tag": "oauth",
     "secured": false,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "signInWithIdToken": {
     "method": "POST",
@@ -104,7 +116,8 @@ export const operations = {
     "tag": "oauth",
     "secured": false,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "sendVerificationEmail": {
     "method": "POST",
@@ -112,7 +125,8 @@ export const operations = {
     "tag": "auth",
     "secured": false,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "verifyEmail": {
     "method": "POST",
@@ -120,7 +134,8 @@ export const operations = {
     "tag": "auth",
     "secured": false,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "sendOtpEmail": {
     "method": "POST",
@@ -128,7 +143,8 @@ export const operations = {
     "tag": "auth",
     "secured": false,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "sendResetPasswordEmail": {
     "method": "POST",
@@ -136,7 +152,8 @@ export const operations = {
     "tag": "auth",
     "secured": false,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "exchangeResetPasswordToken": {
     "method": "POST",
@@ -144,7 +161,8 @@ export const operations = {
     "tag": "auth",
     "secured": false,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "resetPassword": {
     "method": "POST",
@@ -152,7 +170,8 @@ export const operations = {
     "tag": "auth",
     "secured": false,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "refreshSession": {
     "method": "POST",
@@ -160,7 +179,8 @@ export const operations = {
     "tag": "auth",
     "secured": false,
     "bodyRequired": false,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "logout": {
     "method": "POST",
@@ -168,7 +188,8 @@ export const operations = {
     "tag": "auth",
     "secured": false,
     "bodyRequired": false,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "changePassword": {
     "method": "POST",
@@ -176,7 +197,8 @@ export const operations = {
     "tag": "auth",
     "secured": true,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "getCurrentSession": {
     "method": "GET",
@@ -184,7 +206,8 @@ export const operations = {
     "tag": "auth",
     "secured": true,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": false
   },
   "getProfile": {
     "method": "GET",
@@ -192,7 +215,8 @@ export const operations = {
     "tag": "profiles",
     "secured": true,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": false
   },
   "updateCurrentProfile": {
     "method": "PATCH",
@@ -200,7 +224,8 @@ export const operations = {
     "tag": "profiles",
     "secured": true,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "getPublicAuthConfig": {
     "method": "GET",
@@ -208,7 +233,8 @@ export const operations = {
     "tag": "auth",
     "secured": false,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": false
   },
   "createEmbeddings": {
     "method": "POST",
@@ -216,7 +242,8 @@ export const operations = {
     "tag": "embeddings",
     "secured": true,
     "bodyRequired": true,
-    "bodyLimit": 8388608
+    "bodyLimit": 8388608,
+    "openQuery": false
   },
   "getRealtimePermissions": {
     "method": "GET",
@@ -224,7 +251,8 @@ export const operations = {
     "tag": "realtime",
     "secured": true,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": false
   },
   "listRealtimeChannels": {
     "method": "GET",
@@ -232,7 +260,8 @@ export const operations = {
     "tag": "realtime",
     "secured": true,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": false
   },
   "createRealtimeChannel": {
     "method": "POST",
@@ -240,7 +269,8 @@ export const operations = {
     "tag": "realtime",
     "secured": true,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "updateRealtimeChannel": {
     "method": "PATCH",
@@ -248,7 +278,8 @@ export const operations = {
     "tag": "realtime",
     "secured": true,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "deleteRealtimeChannel": {
     "method": "DELETE",
@@ -256,7 +287,8 @@ export const operations = {
     "tag": "realtime",
     "secured": true,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": false
   },
   "publishRealtimeMessage": {
     "method": "POST",
@@ -264,7 +296,8 @@ export const operations = {
     "tag": "realtime",
     "secured": true,
     "bodyRequired": true,
-    "bodyLimit": 16384
+    "bodyLimit": 16384,
+    "openQuery": false
   },
   "listRealtimeMessages": {
     "method": "GET",
@@ -272,7 +305,8 @@ export const operations = {
     "tag": "realtime",
     "secured": true,
     "bodyRequired": false,
-    "bodyLimit": null
+    "bodyLimit": null,
+    "openQuery": false
   }
 } as const;
 

@@ -720,6 +720,12 @@ export interface paths {
          *     `Authorization` header is then not looked at. For web clients the
          *     answer clears the cookie.
          *
+         *     Logging out is idempotent: a refresh token whose session has already
+         *     ended (logged out before, expired, or revoked) and a token that was
+         *     already rotated also get `204`, and the session is over. A rotated
+         *     token counts as reuse all the same (the session ends for every
+         *     holder of it, and the event is logged).
+         *
          *     Access tokens of the session are refused from then on, by every
          *     instance within 2 seconds (`401 SESSION_REVOKED`), and its realtime
          *     sockets are disconnected.
@@ -908,12 +914,18 @@ export interface paths {
          *       default) and base64 strings of little-endian float32 values
          *       (`base64`), whatever the provider itself returns.
          *     - `dimensions` shortens the vectors; only some models support it.
-         *       0, a value above the model's native size, or any value for a model
-         *       that cannot shorten (such as `text-embedding-ada-002`) is rejected
-         *       with `400 INVALID_INPUT`.
-         *     - `metadata.usage` gives the provider's token counts when it reports
-         *       them, otherwise the service's own count; `completionTokens` is
-         *       always 0.
+         *       `0` (or leaving it out) keeps the model's own size. A value above
+         *       the model's native size, or a value from 1 up for a model that
+         *       cannot shorten (such as `text-embedding-ada-002`), is rejected with
+         *       `400 INVALID_INPUT`.
+         *     - `usage` (OpenAI's form) and `metadata.usage` give the same figures:
+         *       the provider's token counts when it reports them, otherwise the
+         *       service's own count; `completionTokens` is always 0.
+         *     - `user` (OpenAI's end-user identifier) is recorded with the usage.
+         *
+         *     The answer has OpenAI's shape as well (`model`, `usage`), so
+         *     OpenAI's client libraries work against this service with `baseURL`
+         *     set to `<service>/api/ai` and an access token as the API key.
          *
          *     Provider failures: a request the provider refuses (its 400, 404 or
          *     422) is `400 INVALID_INPUT` with the provider's message; the provider
@@ -1154,7 +1166,11 @@ export interface components {
             /** @description The HTTP status code of the response, repeated. */
             statusCode: number;
         };
-        /** @description A provider's name, as configured in `OAUTH_PROVIDERS` (lower case). */
+        /**
+         * @description A provider's name, as configured in `OAUTH_PROVIDERS` (lower case).
+         *     `custom` and `exchange` are reserved (they are path segments of
+         *     their own).
+         */
         OAuthProviderName: string;
         OAuthAuthorizationUrl: {
             /**
@@ -1171,7 +1187,7 @@ export interface components {
         };
         IdTokenSignInRequest: {
             provider: components["schemas"]["OAuthProviderName"];
-            /** @description The ID token (a signed JWT) the provider issued to the app. */
+            /** @description The ID token (a signed JWT, in its compact form) the provider issued to the app. */
             token: string;
             /** @description The nonce the app asked the provider to put in the token; when sent, the token must carry it. */
             nonce?: string;
@@ -1247,9 +1263,11 @@ export interface components {
             /** @description Whether the email address has been verified. */
             emailVerified: boolean;
             /**
-             * @description The ways the user can sign in. Currently only `email` (email
-             *     address and password); more providers may be added later, so
-             *     clients should tolerate unknown values.
+             * @description The ways the account has signed in or may sign in: `email` (by
+             *     its address: a password or an emailed code) and the name of each
+             *     OAuth provider linked to it (`google`, `github`, a custom
+             *     provider's name). More values may appear later, so clients should
+             *     tolerate unknown ones.
              * @example [
              *       "email"
              *     ]
@@ -1425,18 +1443,30 @@ export interface components {
             /** @description The new password, 8 to 256 characters. */
             newPassword: string;
         };
-        VerifyEmailRequest: {
+        /**
+         * @description Either the 6-digit code from the verification email together with
+         *     the address it was sent to, or the 64-character hexadecimal token of
+         *     the emailed link on its own.
+         */
+        VerifyEmailRequest: components["schemas"]["VerifyEmailWithCode"] | components["schemas"]["VerifyEmailWithLink"];
+        /** With a code */
+        VerifyEmailWithCode: {
             /**
-             * @description Either the 6-digit code from the verification email (send it with
-             *     `email`) or the 64-character hexadecimal token from the magic link
-             *     (send it without `email`).
+             * @description The 6-digit code from the verification email.
+             * @example 123456
              */
             otp: string;
             /**
              * Format: email
-             * @description The address being verified. Required with a 6-digit code; must be omitted with a magic-link token.
+             * @description The address being verified.
              */
-            email?: string;
+            email: string;
+            redirectTo?: components["schemas"]["RedirectTo"];
+        };
+        /** With a link token */
+        VerifyEmailWithLink: {
+            /** @description The 64-character hexadecimal token of the emailed link (`?token=`), sent without `email`. */
+            otp: string;
             redirectTo?: components["schemas"]["RedirectTo"];
         };
         SendVerificationRequest: {
@@ -1641,11 +1671,21 @@ export interface components {
              */
             encoding_format?: "float" | "base64";
             /**
-             * @description Number of dimensions of the output vectors. Supported only by
-             *     certain models; sending it for another model is rejected, and so is
-             *     the value 0.
+             * @description Number of dimensions of the output vectors, at most the model's
+             *     own size. `0` means the model's own size, as when the field is left
+             *     out. A value from 1 up is supported only by models that can
+             *     shorten their vectors; for another model it is rejected with
+             *     `400 INVALID_INPUT`.
              */
             dimensions?: number;
+            /**
+             * @description An identifier of the end user on whose behalf the call is made
+             *     (OpenAI's field of the same name). Recorded with the usage. The
+             *     provider gets it only when the service is configured to
+             *     (`EMBEDDINGS_FORWARD_USER`), and then as a keyed pseudonym of the
+             *     caller's account and this value, never the value itself.
+             */
+            user?: string;
         };
         EmbeddingItem: {
             /** @constant */
@@ -1666,10 +1706,23 @@ export interface components {
             model: string;
             usage: components["schemas"]["EmbeddingUsage"];
         };
+        /** @description The usage in OpenAI's form (the same figures as `metadata.usage`). */
+        OpenAIEmbeddingUsage: {
+            prompt_tokens: number;
+            total_tokens: number;
+        };
+        /**
+         * @description The vectors, with `object`, `data` and `metadata` as InsForge
+         *     answers, and OpenAI's top-level `model` and `usage`, so that OpenAI's
+         *     client libraries read it unchanged.
+         */
         EmbeddingsResponse: {
             /** @constant */
             object: "list";
             data: components["schemas"]["EmbeddingItem"][];
+            /** @description The model that produced the embeddings (as `metadata.model`). */
+            model: string;
+            usage: components["schemas"]["OpenAIEmbeddingUsage"];
             metadata: components["schemas"]["EmbeddingMetadata"];
         };
         /** @description One row-level-security policy, as listed in `pg_policies`. */
@@ -1783,22 +1836,16 @@ export interface components {
     responses: {
         /**
          * @description `INVALID_INPUT`: the request does not match the contract (a missing or
-         *     malformed field, an unknown property, a parameter out of range). The
-         *     embeddings operation also answers `MODEL_NOT_ALLOWED` with this status
-         *     when the model is not on the allow-list.
+         *     malformed field, an unknown property, an unknown or repeated query
+         *     parameter, a parameter out of range); the message names the field.
+         *     The embeddings operation also answers `MODEL_NOT_ALLOWED` with this
+         *     status when the model is not on the allow-list.
          */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
-                /**
-                 * @example {
-                 *       "error": "INVALID_INPUT",
-                 *       "message": "body.email must match format \"email\"",
-                 *       "statusCode": 400
-                 *     }
-                 */
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -2167,7 +2214,7 @@ export interface components {
          * @description Where the browser returns to the app at the end, with
          *     `insforge_code` or `error` set in its query (values of those two
          *     already there are replaced). Must match `AUTH_REDIRECT_ALLOWLIST`
-         *     (see `RedirectTo`) and have no fragment.
+         *     (see `RedirectTo`) and have no fragment (`#`).
          * @example https://app.example.com/auth/callback
          */
         OAuthRedirectUri: string;
@@ -2179,12 +2226,12 @@ export interface components {
          */
         OAuthCodeChallenge: string;
         /**
-         * @description Number of records to skip (a non-negative integer)
+         * @description Number of records to skip (an integer from 0 to 999999999999999, without leading zeros)
          * @example 0
          */
         Offset: string;
         /**
-         * @description Maximum number of records to return (a non-negative integer, at most 1000; 0 returns only the total)
+         * @description Maximum number of records to return (an integer from 0 to 1000, without leading zeros; 0 returns only the total)
          * @example 10
          */
         Limit: string;
@@ -2274,13 +2321,14 @@ export interface operations {
                      *       "database": "up",
                      *       "redis": "up",
                      *       "embeddingsBreaker": "closed",
-                     *       "version": "0.10.0",
+                     *       "version": "0.11.0",
                      *       "uptimeSeconds": 3612.4
                      *     }
                      */
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2313,6 +2361,7 @@ export interface operations {
                     "text/plain; version=0.0.4": string;
                 };
             };
+            400: components["responses"]["BadRequest"];
             /** @description `UNAUTHORIZED`: `METRICS_TOKEN` is set, and the request does not carry it as a Bearer token. */
             401: {
                 headers: {
@@ -2352,12 +2401,12 @@ export interface operations {
         parameters: {
             query?: {
                 /**
-                 * @description Number of records to skip (a non-negative integer)
+                 * @description Number of records to skip (an integer from 0 to 999999999999999, without leading zeros)
                  * @example 0
                  */
                 offset?: components["parameters"]["Offset"];
                 /**
-                 * @description Maximum number of records to return (a non-negative integer, at most 1000; 0 returns only the total)
+                 * @description Maximum number of records to return (an integer from 0 to 1000, without leading zeros; 0 returns only the total)
                  * @example 10
                  */
                 limit?: components["parameters"]["Limit"];
@@ -2796,7 +2845,7 @@ export interface operations {
                  * @description Where the browser returns to the app at the end, with
                  *     `insforge_code` or `error` set in its query (values of those two
                  *     already there are replaced). Must match `AUTH_REDIRECT_ALLOWLIST`
-                 *     (see `RedirectTo`) and have no fragment.
+                 *     (see `RedirectTo`) and have no fragment (`#`).
                  * @example https://app.example.com/auth/callback
                  */
                 redirect_uri: components["parameters"]["OAuthRedirectUri"];
@@ -2836,7 +2885,7 @@ export interface operations {
                  * @description Where the browser returns to the app at the end, with
                  *     `insforge_code` or `error` set in its query (values of those two
                  *     already there are replaced). Must match `AUTH_REDIRECT_ALLOWLIST`
-                 *     (see `RedirectTo`) and have no fragment.
+                 *     (see `RedirectTo`) and have no fragment (`#`).
                  * @example https://app.example.com/auth/callback
                  */
                 redirect_uri: components["parameters"]["OAuthRedirectUri"];
@@ -3495,8 +3544,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             /**
              * @description `REFRESH_TOKEN_INVALID`: no refresh token and no access token was
-             *     presented, or the refresh token is unknown, expired or already
-             *     revoked. Logging out by access token: `AUTH_UNAUTHORIZED` (the
+             *     presented, or the refresh token names no session (unknown, or a
+             *     web token presented as mobile and the reverse). Logging out by access token: `AUTH_UNAUTHORIZED` (the
              *     token has expired or is not valid), or `SESSION_REVOKED` (its
              *     session has already ended).
              */
@@ -3526,6 +3575,7 @@ export interface operations {
             };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -3612,6 +3662,7 @@ export interface operations {
                     "application/json": components["schemas"]["CurrentSession"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3649,6 +3700,7 @@ export interface operations {
                     "application/json": components["schemas"]["UserProfile"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["UserNotFound"];
             500: components["responses"]["InternalError"];
@@ -3846,6 +3898,7 @@ export interface operations {
                     "application/json": components["schemas"]["RealtimePermissions"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3883,6 +3936,7 @@ export interface operations {
                     "application/json": components["schemas"]["ChannelList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
@@ -4021,7 +4075,7 @@ export interface operations {
                 channel: components["schemas"]["ChannelName"];
                 /** @description Return only messages after this one (its `messageId`). */
                 after?: string;
-                /** @description Maximum number of messages to return (1 to 1000). */
+                /** @description Maximum number of messages to return (an integer from 1 to 1000, without leading zeros). */
                 limit?: string;
             };
             header?: never;

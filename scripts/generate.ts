@@ -23,6 +23,8 @@ type SpecOperation = {
   security?: unknown[];
   requestBody?: { required?: boolean };
   'x-body-limit'?: number;
+  /** The query is not the service's to define (a provider's redirect): unknown parameters are accepted. */
+  'x-open-query'?: boolean;
 };
 type Spec = {
   paths: Record<string, Record<string, SpecOperation>>;
@@ -34,7 +36,15 @@ const methods = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'];
 function contractModule(spec: Spec): string {
   const operations: Record<
     string,
-    { method: string; path: string; tag: string; secured: boolean; bodyRequired: boolean; bodyLimit: number | null }
+    {
+      method: string;
+      path: string;
+      tag: string;
+      secured: boolean;
+      bodyRequired: boolean;
+      bodyLimit: number | null;
+      openQuery: boolean;
+    }
   > = {};
   for (const [route, item] of Object.entries(spec.paths)) {
     for (const [method, op] of Object.entries(item)) {
@@ -47,6 +57,7 @@ function contractModule(spec: Spec): string {
         secured: (op.security?.length ?? 0) > 0,
         bodyRequired: op.requestBody?.required === true,
         bodyLimit: op['x-body-limit'] ?? null,
+        openQuery: op['x-open-query'] === true,
       };
       if (op.requestBody && typeof op['x-body-limit'] !== 'number') {
         throw new Error(`${op.operationId} takes a body but declares no x-body-limit (bytes)`);

@@ -21,6 +21,7 @@ import type { DatabaseHandle } from './db/database.ts';
 import { createEmbeddingsService } from './embeddings/embeddings-service.ts';
 import { errorHandler, notFoundHandler, toErrorResponse } from './errors.ts';
 import { clientErrorHandler, serverFactory } from './http-server.ts';
+import { acceptEmptyJsonBodies } from './json-body.ts';
 import { createMailer } from './mail/mailer.ts';
 import { observeRequests } from './metrics/http.ts';
 import { createMetrics } from './metrics/metrics.ts';
@@ -98,6 +99,8 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
         coerceTypes: false,
         useDefaults: true,
         allErrors: false,
+        // Each issue carries the failing value: which branch of a oneOf a body meant depends on it.
+        verbose: true,
         strict: false,
       },
     },
@@ -105,6 +108,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
 
   // Only application/json is declared in the spec: anything else is 415, never an unvalidated body.
   app.removeContentTypeParser('text/plain');
+  acceptEmptyJsonBodies(app);
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
   app.addHook('onRequest', async (request, reply) => {
@@ -139,12 +143,13 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   const redis = await connectRedis(config, app.log);
   if (redis !== undefined) app.addHook('onClose', () => closeRedis(redis));
   const mailer = createMailer(config, app.log);
+  const keys = deriveKeys(secret);
   const auth = createAuthService({
     db,
     config,
     clock,
     mailer,
-    keys: deriveKeys(secret),
+    keys,
     signAccessToken: (claims) => app.jwt.sign(claims),
     revocations,
     signInThrottle: createSignInThrottle({
@@ -161,7 +166,14 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     mailer.close();
   });
   await auth.ensureAdmin();
-  const embeddings = createEmbeddingsService({ config, db, clock, log: app.log, events: metrics?.embeddings });
+  const embeddings = createEmbeddingsService({
+    config,
+    db,
+    clock,
+    log: app.log,
+    events: metrics?.embeddings,
+    endUserKey: keys.endUser,
+  });
   app.addHook('onClose', () => embeddings.close());
   const realtimePolicies = new PolicyCache(db, config.database, app.log);
   await realtimePolicies.start();

@@ -206,6 +206,7 @@ const envSchema = z.object({
     .default(500),
   EMBEDDINGS_RATE_LIMIT: count.default(600),
   EMBEDDINGS_BREAKER_RESET_MS: milliseconds(100, 600_000).default(30_000),
+  EMBEDDINGS_FORWARD_USER: flag.default(false),
   HTTP_HEADERS_TIMEOUT_MS: milliseconds(100, 600_000).default(10_000),
   HTTP_REQUEST_TIMEOUT_MS: milliseconds(100, 3_600_000).default(30_000),
   HTTP_KEEP_ALIVE_TIMEOUT_MS: milliseconds(100, 3_600_000).default(72_000),
@@ -325,6 +326,8 @@ export interface Config {
     rateLimitPerMinute: number;
     /** How long calls to a failing upstream are refused (503) before one trial call is let through. */
     breakerResetMs: number;
+    /** Whether a caller's `user` (its end user's identifier) is sent on to the provider. */
+    forwardUser: boolean;
   };
   /** Slow-client limits of the HTTP server (408 and a closed connection when exceeded). */
   http: {
@@ -515,6 +518,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       retryBaseMs: e.EMBEDDINGS_RETRY_BASE_MS,
       rateLimitPerMinute: e.EMBEDDINGS_RATE_LIMIT,
       breakerResetMs: e.EMBEDDINGS_BREAKER_RESET_MS,
+      forwardUser: e.EMBEDDINGS_FORWARD_USER,
     }),
     http: Object.freeze({
       headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,

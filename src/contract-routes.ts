@@ -19,9 +19,17 @@ const requireBody: preValidationHookHandler = async (request) => {
   }
 };
 
-/** Strings PostgreSQL cannot store, and nesting past MAX_JSON_DEPTH, anywhere in a JSON body. */
+/**
+ * An optional body that is absent means the same as `{}`. Set so, because an empty body sent with
+ * `Content-Type: application/json` is still validated, as null, against the body's schema.
+ */
+const absentBodyAsEmpty: preValidationHookHandler = async (request) => {
+  if (request.body === undefined) request.body = {};
+};
+
+/** Strings PostgreSQL cannot store, anywhere in the query or a JSON body, and nesting past MAX_JSON_DEPTH in the body. */
 const rejectUnacceptableJson: preValidationHookHandler = async (request) => {
-  const problem = findJsonProblem(request.body);
+  const problem = findJsonProblem(request.query, 'query') ?? findJsonProblem(request.body);
   if (problem !== undefined) throw new ApiError(400, 'INVALID_INPUT', describeJsonProblem(problem));
 };
 
@@ -60,6 +68,11 @@ function specForGlue(): object {
   return spec;
 }
 
+/** A query schema that admits only the declared parameters (an operation without any gets an empty one). */
+function closeQuery(schema: { querystring?: object }): void {
+  schema.querystring = { type: 'object', properties: {}, ...schema.querystring, additionalProperties: false };
+}
+
 const asArray = <T>(value: T | T[] | undefined): T[] =>
   value === undefined ? [] : Array.isArray(value) ? value : [value];
 
@@ -81,8 +94,11 @@ export async function registerContractRoutes(app: FastifyInstance, ctx: AppConte
     const operation = operations[operationId as keyof typeof operations];
     // Each operation's own limit, from x-body-limit in openapi.yaml (413 above it).
     if (operation.bodyLimit !== null) route.bodyLimit = operation.bodyLimit;
+    // Unknown query parameters are refused like unknown body fields, unless the spec leaves the query open.
+    if (!operation.openQuery) closeQuery(route.schema as { querystring?: object });
     const hooks = [rejectUnacceptableJson];
     if (operation.bodyRequired) hooks.unshift(requireBody);
+    else if (operation.bodyLimit !== null) hooks.unshift(absentBodyAsEmpty);
     route.preValidation = hooks;
     if (operation.bodyLimit === null && operation.method === 'DELETE') {
       route.preParsing = [...asArray(route.preParsing), ignoreBody] as preParsingHookHandler[];

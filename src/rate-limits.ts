@@ -13,6 +13,8 @@ function limitsByOperation(config: Readonly<Config>): Record<string, number> {
     createUser: l.signUp,
     sendVerificationEmail: l.sendVerification,
     refreshSession: l.refresh,
+    // Logging out revokes a session: counted on its own, with the refresh limit.
+    logout: l.refresh,
     // Emails and code checks of passwordless sign-in and password reset, each counted on its own.
     sendOtpEmail: l.sendVerification,
     sendResetPasswordEmail: l.sendVerification,

@@ -202,6 +202,41 @@ t.test('a web cookie that was already rotated is REUSED as well', async (t) => {
   assertErrorBody(t, await webCall('refresh', newest, csrf), 401, 'REFRESH_TOKEN_INVALID');
 });
 
+t.test('logout with a rotated refresh token: 204, and the session is over for every holder', async (t) => {
+  const { verifiedAccount, session, bodyCall, webCall } = await setup(t);
+  const s = await session(await verifiedAccount('logout-rotated'), 'mobile');
+  const rotated = await bodyCall('refresh', s.refreshToken);
+  t.equal(rotated.statusCode, 200);
+  const res = await bodyCall('logout', s.refreshToken);
+  t.equal(res.statusCode, 204, 'the session ended, as asked');
+  assertErrorBody(t, await bodyCall('refresh', rotated.json().refreshToken), 401, 'REFRESH_TOKEN_INVALID');
+
+  const w = await session(await verifiedAccount('logout-rotated-web'), 'web');
+  const next = await webCall('refresh', w.cookie, w.csrfToken ?? '');
+  t.equal(next.statusCode, 200);
+  t.equal((await webCall('logout', w.cookie, w.csrfToken ?? '')).statusCode, 204, 'web: the same');
+  const newest = refreshCookies(next)[0]?.value;
+  assertErrorBody(t, await webCall('refresh', newest, next.json().csrfToken), 401, 'REFRESH_TOKEN_INVALID');
+});
+
+t.test('refresh and logout take Content-Type: application/json with an empty body', async (t) => {
+  const { app, verifiedAccount, session } = await setup(t);
+  const s = await session(await verifiedAccount('empty-body'), 'mobile');
+  const empty = (url: string, headers: Record<string, string> = {}) =>
+    app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json', ...headers }, payload: '' });
+  assertErrorBody(t, await empty('/api/auth/refresh?client_type=mobile'), 401, 'REFRESH_TOKEN_INVALID');
+  const out = await empty('/api/auth/logout?client_type=mobile', { authorization: `Bearer ${s.accessToken}` });
+  t.equal(out.statusCode, 204, 'logout by access token, empty JSON body');
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/auth/users',
+    headers: { 'content-type': 'application/json' },
+    payload: '',
+  });
+  assertErrorBody(t, res, 400, 'INVALID_INPUT');
+  t.match(res.json().message, /body is required/, 'an operation that needs a body says so');
+});
+
 t.test('refresh tokens expire after REFRESH_TOKEN_TTL_SECONDS', async (t) => {
   const ttl = 86400;
   const { verifiedAccount, session, signIn, bodyCall, clock } = await setup(t, {
@@ -292,7 +327,7 @@ t.test('mobile and desktop logout: 204, and the refresh token is dead', async (t
       t.equal(res.statusCode, 204);
       t.equal(res.body, '', 'no body');
       assertErrorBody(t, await bodyCall('refresh', s.refreshToken, client), 401, 'REFRESH_TOKEN_INVALID');
-      assertErrorBody(t, await bodyCall('logout', s.refreshToken, client), 401, 'REFRESH_TOKEN_INVALID');
+      t.equal((await bodyCall('logout', s.refreshToken, client)).statusCode, 204, 'logging out again succeeds');
       t.equal((await bodyCall('refresh', keep.refreshToken, client)).statusCode, 200, 'another session lives on');
     });
   }

@@ -132,4 +132,24 @@ t.test('the typed client drives every operation over real HTTP', async (t) => {
     t.equal(res.response.status, 401, 'the original 401 comes back');
     t.same(api.tokens(), { accessToken: undefined, refreshToken: undefined, csrfToken: undefined });
   });
+
+  t.test('a refresh that fails for another reason (429, 503, no network) keeps the session', async (t) => {
+    for (const outcome of [429, 503, 'network'] as const) {
+      const tokens = { accessToken: 'x.y.z', refreshToken: 'kept-refresh-token', csrfToken: undefined };
+      const api = createClient({
+        baseUrl,
+        clientType: 'mobile',
+        tokens,
+        fetch: async (request: Request) => {
+          if (!request.url.includes('/api/auth/refresh')) return fetch(request);
+          if (outcome === 'network') throw new TypeError('fetch failed');
+          return new Response(JSON.stringify({ error: 'RATE_LIMITED', message: 'x', statusCode: outcome }), {
+            status: outcome,
+          });
+        },
+      });
+      t.equal(await api.refresh(), false, `${outcome}: the refresh did not happen`);
+      t.same(api.tokens(), tokens, `${outcome}: the tokens are kept for a later try`);
+    }
+  });
 });

@@ -65,15 +65,15 @@ t.test('the local model on a fresh app with no embeddings configuration', async 
     t.same(base64.metadata, floats.metadata);
   });
 
-  t.test('dimensions gives shorter unit vectors; 0 and more than 512 are refused', async (t) => {
+  t.test('dimensions gives shorter unit vectors; 0 is the full size; more than 512 is refused', async (t) => {
     const res = await embed({ model: LOCAL_MODEL, input: 'hello world', dimensions: 64 });
     const v = res.json().data[0].embedding;
     t.equal(v.length, 64);
     t.ok(Math.abs(cosine(v, v) - 1) < 1e-6);
-    t.match(
-      assertErrorBody(t, await embed({ model: LOCAL_MODEL, input: 'x', dimensions: 0 }), 400).message,
-      /dimensions/,
-    );
+    const full = (await embed({ model: LOCAL_MODEL, input: 'hello world' })).json();
+    const zero = await embed({ model: LOCAL_MODEL, input: 'hello world', dimensions: 0 });
+    t.equal(zero.statusCode, 200);
+    t.same(zero.json().data, full.data, '0: the same vectors as without the field');
     t.match(
       assertErrorBody(t, await embed({ model: LOCAL_MODEL, input: 'x', dimensions: 513 }), 400, 'INVALID_INPUT')
         .message,
@@ -158,9 +158,10 @@ t.test('the local model on a fresh app with no embeddings configuration', async 
     );
     t.match(assertErrorBody(t, await embed({ model: LOCAL_MODEL, input: 42 }), 400).message, /string or array/);
     t.match(
-      assertErrorBody(t, await embed({ model: LOCAL_MODEL, input: 'x', user: 'me' }), 400).message,
-      /body\.user is not an accepted field/,
+      assertErrorBody(t, await embed({ model: LOCAL_MODEL, input: 'x', owner: 'me' }), 400).message,
+      /body\.owner is not an accepted field/,
     );
+    t.match(assertErrorBody(t, await embed({ model: LOCAL_MODEL, input: 'x', user: '' }), 400).message, /body\.user/);
     assertErrorBody(t, await embed({ input: 'x' }), 400, 'INVALID_INPUT');
     assertErrorBody(t, await embed({ model: LOCAL_MODEL, input: 'x', encoding_format: 'int8' }), 400, 'INVALID_INPUT');
   });

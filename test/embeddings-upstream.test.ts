@@ -80,9 +80,15 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
     t.same(body, {
       object: 'list',
       data: [{ object: 'embedding', embedding: body.data[0].embedding, index: 0 }],
+      model: MODEL,
+      usage: { prompt_tokens: tokens, total_tokens: tokens },
       metadata: { model: MODEL, usage: { promptTokens: tokens, completionTokens: 0, totalTokens: tokens } },
     });
-    t.strictSame(Object.keys(body).sort(), ['data', 'metadata', 'object'], 'no other top-level field');
+    t.strictSame(
+      Object.keys(body),
+      ['object', 'data', 'model', 'usage', 'metadata'],
+      'no other top-level field, in this order',
+    );
     t.strictSame(Object.keys(body.data[0]).sort(), ['embedding', 'index', 'object'], 'no other item field');
 
     t.equal(fake.requests.length, 1);
@@ -234,8 +240,17 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
     t.equal(fake.requests.length, 1);
 
     fake.reset();
-    const zero = assertErrorBody(t, await embed({ model: MODEL, input: 'x', dimensions: 0 }), 400, 'INVALID_INPUT');
-    t.match(zero.message, /dimensions/);
+    // 0: the model's own size, as without the field; nothing about dimensions goes upstream.
+    const zero = await embed({ model: MODEL, input: 'x', dimensions: 0 });
+    t.equal(zero.statusCode, 200, 'dimensions 0 is the native size');
+    t.equal(zero.json().data[0].embedding.length, FAKE_NATIVE_DIMENSIONS);
+    t.equal(fake.requests[0]?.body.dimensions, undefined, 'and is not sent upstream');
+    t.equal(
+      (await embed({ model: 'text-embedding-ada-002', input: 'x', dimensions: 0 })).statusCode,
+      200,
+      'even for a model that cannot shorten',
+    );
+    fake.reset();
     assertErrorBody(t, await embed({ model: MODEL, input: 'x', dimensions: -1 }), 400, 'INVALID_INPUT');
     assertErrorBody(t, await embed({ model: MODEL, input: 'x', dimensions: 2.5 }), 400, 'INVALID_INPUT');
     assertErrorBody(t, await embed({ model: MODEL, input: 'x', dimensions: '4' }), 400, 'INVALID_INPUT');
@@ -266,7 +281,8 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
     await rejected({ model: MODEL, input: ['fine', 'hello '.repeat(8200)] }, /input\[1\].*8192 tokens/);
     await rejected({ model: MODEL, input: 'hello '.repeat(8200) }, /8192 tokens/);
     await rejected({ model: MODEL, input: Array.from({ length: 40 }, () => 'hello '.repeat(8000)) }, /300,000 tokens/);
-    await rejected({ model: MODEL, input: 'x', user: 'someone' }, /user.*not an accepted field/);
+    await rejected({ model: MODEL, input: 'x', owner: 'someone' }, /owner.*not an accepted field/);
+    await rejected({ model: MODEL, input: 'x', user: 'u'.repeat(257) }, /user must have at most 256 characters/);
     await rejected({ model: MODEL, input: 42 }, /input must be string or array/);
     await rejected({ model: MODEL, input: { text: 'x' } }, /input/);
     await rejected({ model: MODEL, input: ['x', 7] }, /input/);

@@ -27,7 +27,6 @@ import { specDocument } from '../src/spec.ts';
 import { buildTestApp } from './helpers/app.ts';
 import { PASSWORD } from './helpers/auth.ts';
 import { contractProblem, violations } from './helpers/contract-check.ts';
-import { startFakeUpstream } from './helpers/fake-embeddings-upstream.ts';
 import {
   type AuthSpec,
   authExpectation,
@@ -53,13 +52,12 @@ import {
   validBodyArbitrary,
   validParametersArbitrary,
   type WireRequest,
-  wireCookieValue,
   wireHeaderValue,
-  wireQueryValue,
+  wireParameterValue,
   wireRequest,
 } from './helpers/fuzz-requests.ts';
-import { type GithubFake, startGithubFake } from './helpers/github-fake.ts';
-import { SERVICE_CLIENT, startOidcProvider, type TestOidcProvider } from './helpers/oidc-provider.ts';
+import type { GithubFake } from './helpers/github-fake.ts';
+import { SERVICE_CLIENT, type TestOidcProvider } from './helpers/oidc-provider.ts';
 import { rawRequest } from './helpers/raw-http.ts';
 import { type SmtpCapture, startSmtpCapture } from './helpers/smtp.ts';
 import {
@@ -69,21 +67,12 @@ import {
   parameterStrings,
   valueArbitrary,
 } from './helpers/spec-arbitraries.ts';
+import { PROPERTY_MODELS, propertyAppEnv, propertyRunSettings, startOutsideParts } from './helpers/spec-properties.ts';
 import { specValidator } from './helpers/spec-schema.ts';
 import { forgeJwt } from './helpers/tokens.ts';
 import { startWatchdog, type Watchdog } from './helpers/watchdog.ts';
 
-const positive = (name: string, fallback: number) => {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`${name} must be a positive integer (got ${raw})`);
-  return n;
-};
-const RUNS = positive('FUZZ_RUNS', 500);
-const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : Date.now() % 2 ** 31;
-const ONLY = (process.env.FUZZ_ONLY ?? '').split(',').filter(Boolean);
-const REPLAY_PATH = process.env.FUZZ_PATH || undefined;
+const { runs: RUNS, seed: SEED, only: ONLY, replayPath: REPLAY_PATH } = propertyRunSettings('FUZZ', 500);
 /** An answer slower than this is a hang. */
 const DEADLINE_MS = 20_000;
 /** A case that blocks the event loop longer than this (so that no deadline can fire) is a hang too. */
@@ -91,14 +80,7 @@ const BLOCKED_MS = 30_000;
 /** How long fast-check may spend shrinking a failure before the smallest failing case so far is reported. */
 const SHRINK_BUDGET_MS = 20_000;
 
-/** The models the apps allow: the local one and upstream ones the fake answers for (and whose sizes the service knows). */
-const MODELS = [
-  'local/lexical-v1',
-  'text-embedding-3-small',
-  'text-embedding-3-large',
-  'text-embedding-ada-002',
-  'openai/text-embedding-3-small',
-];
+const MODELS = PROPERTY_MODELS;
 const ADMIN_EMAIL = 'fuzz-admin@example.com';
 /** The OAuth providers of the apps: a real OpenID Provider under a built-in and a custom name, and GitHub's fake. */
 const OAUTH_NAMES = ['google', 'fuzzidp', 'github'];
@@ -279,31 +261,7 @@ async function startTarget(
       SMTP_URL: smtp.url,
       ADMIN_EMAIL,
       ADMIN_PASSWORD: PASSWORD,
-      COOKIE_SECURE: 'false',
-      EMBEDDINGS_BASE_URL: upstreamUrl,
-      EMBEDDINGS_API_KEY: 'sk-fuzz',
-      EMBEDDINGS_MODELS: MODELS.join(','),
-      EMBEDDINGS_RETRY_BASE_MS: '5',
-      EMBEDDINGS_TIMEOUT_MS: '5000',
-      EMBEDDINGS_RATE_LIMIT: '1000000',
-      REALTIME_HTTP_PUBLISH_RATE: '1000000',
-      RATE_LIMIT_VERIFY: '1000000',
-      RATE_LIMIT_SIGN_IN: '1000000',
-      RATE_LIMIT_SIGN_UP: '1000000',
-      RATE_LIMIT_SEND_VERIFICATION: '1000000',
-      RATE_LIMIT_REFRESH: '1000000',
-      AUTH_REDIRECT_ALLOWLIST: 'https://app.example.com',
-      OAUTH_PROVIDERS: OAUTH_NAMES.join(','),
-      OAUTH_GOOGLE_CLIENT_ID: SERVICE_CLIENT.clientId,
-      OAUTH_GOOGLE_CLIENT_SECRET: SERVICE_CLIENT.clientSecret,
-      OAUTH_GOOGLE_ISSUER: oauth.idp.issuer,
-      OAUTH_FUZZIDP_CLIENT_ID: SERVICE_CLIENT.clientId,
-      OAUTH_FUZZIDP_CLIENT_SECRET: SERVICE_CLIENT.clientSecret,
-      OAUTH_FUZZIDP_ISSUER: oauth.idp.issuer,
-      OAUTH_GITHUB_CLIENT_ID: oauth.github.clientId,
-      OAUTH_GITHUB_CLIENT_SECRET: oauth.github.clientSecret,
-      OAUTH_GITHUB_BASE_URL: oauth.github.url,
-      OAUTH_GITHUB_API_URL: oauth.github.url,
+      ...propertyAppEnv(oauth, upstreamUrl, 'fuzzidp'),
       ...env,
     },
   });
@@ -609,13 +567,7 @@ function parametersVerdict(
       if (param.required) return false;
       continue;
     }
-    // The values as the server receives them (path values are percent-encoded, as query values are).
-    const asSent =
-      param.in === 'query' || param.in === 'path'
-        ? wireQueryValue
-        : param.in === 'cookie'
-          ? wireCookieValue
-          : wireHeaderValue;
+    const asSent = wireParameterValue(param.in);
     const values = given.flatMap((e) =>
       e.values.map((v) => resolveFixtures(v, resolve)).flatMap((v) => parameterStrings(v).map(asSent)),
     );
@@ -961,12 +913,7 @@ t.test(`fuzzing every operation from openapi.yaml (seed ${SEED}, ${RUNS} cases p
   );
   const watchdog = startWatchdog(BLOCKED_MS);
   t.teardown(() => watchdog.stop());
-  const upstream = await startFakeUpstream();
-  t.teardown(() => upstream.close());
-  const idp = await startOidcProvider();
-  t.teardown(() => idp.close());
-  const github = await startGithubFake();
-  t.teardown(() => github.close());
+  const { upstream, idp, github } = await startOutsideParts(t);
   const oauth = {
     idp,
     github,

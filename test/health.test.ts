@@ -25,16 +25,24 @@ t.test('GET /api/health: 200 while the database answers, 503 once it does not', 
   t.equal(down.headers['retry-after'], '5', 'with a Retry-After');
 });
 
-t.test('one version: package.json, info.version of openapi.yaml, and what health reports', async (t) => {
-  const root = path.resolve(import.meta.dirname, '..');
-  const packageVersion = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string })
-    .version;
-  const spec = parse(readFileSync(path.join(root, 'openapi.yaml'), 'utf8')) as { info: { version: string } };
-  t.equal(spec.info.version, packageVersion, "openapi.yaml's info.version is package.json's version");
-  t.equal(version, packageVersion, 'src/version.ts reads package.json');
-  const { app } = await buildTestApp(t);
-  t.equal((await app.inject({ url: '/api/health' })).json().version, packageVersion, 'health reports it');
-});
+t.test(
+  'one version: package.json, the SDK, info.version of openapi.yaml, CHANGELOG.md and what health reports',
+  async (t) => {
+    const root = path.resolve(import.meta.dirname, '..');
+    const packageVersion = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string })
+      .version;
+    const spec = parse(readFileSync(path.join(root, 'openapi.yaml'), 'utf8')) as { info: { version: string } };
+    t.equal(spec.info.version, packageVersion, "openapi.yaml's info.version is package.json's version");
+    t.equal(version, packageVersion, 'src/version.ts reads package.json');
+    const sdkVersion = (JSON.parse(readFileSync(path.join(root, 'sdk/package.json'), 'utf8')) as { version: string })
+      .version;
+    t.equal(sdkVersion, packageVersion, 'the SDK package has the same version');
+    const changelog = readFileSync(path.join(root, 'CHANGELOG.md'), 'utf8');
+    t.equal(/^## (\S+)/m.exec(changelog)?.[1], packageVersion, "CHANGELOG.md's latest entry is this version");
+    const { app } = await buildTestApp(t);
+    t.equal((await app.inject({ url: '/api/health' })).json().version, packageVersion, 'health reports it');
+  },
+);
 
 t.test('health reports Redis and the embeddings breaker; the database alone decides the status', async (t) => {
   await t.test('neither configured', async (t) => {

@@ -88,8 +88,46 @@ t.test('HTTP behaviour shared by every route', async (t) => {
   });
 
   t.test('types are not coerced: a number where the spec says string is rejected', async (t) => {
-    const res = await app.inject({ method: 'POST', url: '/api/auth/email/verify', payload: { otp: 123456 } });
-    t.match(assertErrorBody(t, res, 400, 'INVALID_INPUT').message, /^body\.otp must be string$/);
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/auth/sessions',
+      payload: { email: 'a@b.co', password: 1 },
+    });
+    t.match(assertErrorBody(t, res, 400, 'INVALID_INPUT').message, /^body\.password must be string$/);
+    const otp = await app.inject({ method: 'POST', url: '/api/auth/email/verify', payload: { otp: 123456 } });
+    t.match(
+      assertErrorBody(t, otp, 400, 'INVALID_INPUT').message,
+      /^body\.otp must be a 6-digit code or a 64-character hexadecimal token$/,
+      'a discriminator of the wrong type: the forms it may take',
+    );
+  });
+
+  t.test('a body of neither oneOf form: the message is about the form the body meant', async (t) => {
+    const cases: Array<[string, Record<string, unknown>, string]> = [
+      ['/api/auth/email/verify', { otp: '123456' }, 'body.email is required'],
+      ['/api/auth/email/verify', { otp: 'a'.repeat(64), email: 'a@b.co' }, 'body.email is not an accepted field'],
+      ['/api/auth/email/verify', { otp: 'abc' }, 'body.otp must be a 6-digit code or a 64-character hexadecimal token'],
+      ['/api/auth/email/verify', { otp: '123456', email: 'nope' }, 'body.email must be a valid email'],
+      ['/api/auth/sessions', { email: 'a@b.co' }, 'body.password is required'],
+      ['/api/auth/sessions', { method: 'otp', email: 'a@b.co' }, 'body.otp is required'],
+      ['/api/auth/sessions', { method: 'otp', email: 'a@b.co', otp: 'abc' }, 'body.otp must be a 6-digit code'],
+      ['/api/auth/sessions', { method: 'sms', email: 'a@b.co' }, 'body.method must be one of: otp, password'],
+      // A wrong type makes a branch report twice (type, then const): still about `method`.
+      [
+        '/api/auth/sessions',
+        { method: 1, email: 'a@b.co', password: 'x' },
+        'body.method must be one of: otp, password',
+      ],
+      [
+        '/api/auth/sessions',
+        { method: null, email: 'a@b.co', password: 'x' },
+        'body.method must be one of: otp, password',
+      ],
+    ];
+    for (const [url, payload, message] of cases) {
+      const res = await app.inject({ method: 'POST', url, payload });
+      t.equal(assertErrorBody(t, res, 400, 'INVALID_INPUT').message, message, JSON.stringify(payload));
+    }
   });
 
   t.test('the docs page and the spec are served', async (t) => {

@@ -154,6 +154,12 @@ t.test('every series, after traffic of each kind', async (t) => {
   const spent = session.json().refreshToken as string;
   t.equal((await refresh(spent)).statusCode, 200, 'refreshed');
   assertErrorBody(t, await refresh(spent), 401, 'REFRESH_TOKEN_REUSED');
+  // The session is over: the same token again, refreshing or logging out, is not another reuse.
+  assertErrorBody(t, await refresh(spent), 401, 'REFRESH_TOKEN_REUSED');
+  const logout = () =>
+    app.inject({ method: 'POST', url: '/api/auth/logout?client_type=mobile', payload: { refreshToken: spent } });
+  t.equal((await logout()).statusCode, 204, 'logging out with it: 204');
+  t.equal((await logout()).statusCode, 204, 'again');
 
   // The per-IP limit of send-verification (1 per window).
   t.equal((await built.sendVerification(email)).statusCode, 202);
@@ -186,7 +192,8 @@ t.test('every series, after traffic of each kind', async (t) => {
     t.equal(count('createSession', '200'), 1);
     t.equal(count('createSession', '401'), 6);
     t.equal(count('createSession', '429'), 1);
-    t.equal(count('refreshSession', '401'), 1);
+    t.equal(count('refreshSession', '401'), 2);
+    t.equal(count('logout', '204'), 2);
     t.equal(count('createEmbeddings', '502'), 1);
     t.equal(count('getMetrics', '200'), 1, 'the earlier scrape');
     t.equal(count('unmatched', '404'), 1, 'an unknown path has one fixed label');

@@ -455,7 +455,16 @@ t.test('signInWithIdToken: tokens of the provider for this service, and nothing 
     'a changed token',
   );
   const unsigned = `${Buffer.from('{"alg":"none"}').toString('base64url')}.${payload}.`;
-  t.equal((await idTokenSignIn({ provider: 'testidp', token: unsigned })).json().error, 'ID_TOKEN_INVALID', 'alg none');
+  t.equal(
+    (await idTokenSignIn({ provider: 'testidp', token: unsigned })).json().error,
+    'INVALID_INPUT',
+    'alg none without a signature: not a signed JWT, by the schema',
+  );
+  t.equal(
+    (await idTokenSignIn({ provider: 'testidp', token: `${unsigned}c2ln` })).json().error,
+    'ID_TOKEN_INVALID',
+    'alg none with a signature part',
+  );
   const wrongIssuer = await idp.signIdToken({ ...claims, iss: 'https://elsewhere.example.com' });
   t.equal(
     (await idTokenSignIn({ provider: 'testidp', token: wrongIssuer })).json().error,

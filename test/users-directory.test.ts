@@ -87,13 +87,18 @@ t.test('GET /api/auth/users', async (t) => {
 
   t.test('limit bounds and malformed numbers are 400 naming the parameter', async (t) => {
     const cases: Array<[string, RegExp]> = [
-      ['?limit=1001', /^query\.limit must be an integer from 0 to 1000$/],
-      ['?limit=-1', /^query\.limit must be a non-negative integer$/],
-      ['?limit=abc', /^query\.limit must be a non-negative integer$/],
-      ['?limit=1.5', /^query\.limit must be a non-negative integer$/],
-      ['?offset=-5', /^query\.offset must be a non-negative integer$/],
-      ['?offset=1e3', /^query\.offset must be a non-negative integer$/],
-      ['?offset=99999999999999999999', /^query\.offset must be an integer from 0 to/],
+      ['?limit=1001', /^query\.limit must be an integer from 0 to 1000, without leading zeros$/],
+      ['?limit=-1', /^query\.limit must be an integer from 0 to 1000/],
+      ['?limit=abc', /^query\.limit must be an integer from 0 to 1000/],
+      ['?limit=1.5', /^query\.limit must be an integer from 0 to 1000/],
+      ['?limit=010', /^query\.limit must be an integer from 0 to 1000, without leading zeros$/],
+      ['?limit=5&limit=6', /^query\.limit must be given once$/],
+      ['?limt=5', /^query\.limt is not a parameter of this operation$/],
+      ['?offset=-5', /^query\.offset must be an integer from 0 to 999999999999999/],
+      ['?offset=1e3', /^query\.offset must be an integer from 0 to 999999999999999/],
+      ['?offset=9999999999999999', /^query\.offset must be an integer from 0 to 999999999999999/],
+      ['?search=a%00b', /^query\.search contains a NUL character/],
+      [`?search=${'a'.repeat(257)}`, /^query\.search must have at most 256 characters$/],
     ];
     for (const [query, message] of cases) {
       t.match(assertErrorBody(t, await list(query), 400, 'INVALID_INPUT').message, message, query);

@@ -47,7 +47,7 @@ t.test('plain numbers (an upstream that sent floats) are written exactly', async
   t.strictSame(written([random]).data[0].embedding, random);
 });
 
-t.test('the whole answer: order, indexes, base64, metadata; it matches the schema', async (t) => {
+t.test('the whole answer: order, indexes, base64, model, usage, metadata; it matches the schema', async (t) => {
   const a = Float32Array.from([0.5, -1.25]);
   const b = Float32Array.from([3, 0.25]);
   const floats = written([a, b]);
@@ -58,8 +58,15 @@ t.test('the whole answer: order, indexes, base64, metadata; it matches the schem
       { object: 'embedding', embedding: [0.5, -1.25], index: 0 },
       { object: 'embedding', embedding: [3, 0.25], index: 1 },
     ],
+    model: metadata.model,
+    usage: { prompt_tokens: 3, total_tokens: 3 },
     metadata,
   });
+  t.strictSame(
+    Object.keys(floats),
+    ['object', 'data', 'model', 'usage', 'metadata'],
+    "InsForge's fields, OpenAI's between",
+  );
   const base64 = written([a, b], 'base64');
   assertMatchesSchema(t, base64, 'EmbeddingsResponse');
   t.strictSame([...(base64ToFloat32(base64.data[1].embedding) as Float32Array)], [3, 0.25]);

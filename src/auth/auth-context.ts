@@ -17,6 +17,9 @@ export const MAX_CODE_FAILURES = 5;
  * those one requester (client IP) can cause, so that others cannot use up the owner's.
  */
 export const EMAIL_LIMITS = { cooldownSeconds: 60, perDay: 10, perRequesterPerDay: 3 };
+
+/** Why an email was not sent when the address's limits refused it (for the development log only). */
+export const EMAIL_LIMITED = `the address got an email less than ${EMAIL_LIMITS.cooldownSeconds} s ago, or has had its ${EMAIL_LIMITS.perDay} emails for the day (${EMAIL_LIMITS.perRequesterPerDay} of them from one client address)`;
 /** Code submissions one address takes per day, over all its codes (the emails' worth of attempts). */
 export const MAX_CODE_ATTEMPTS_PER_DAY = MAX_CODE_FAILURES * EMAIL_LIMITS.perDay;
 

@@ -4,11 +4,13 @@ import { createHash, createHmac, hkdfSync, randomBytes, randomInt, scrypt, timin
 export interface DerivedKeys {
   otp: Buffer;
   csrf: Buffer;
+  /** Pseudonymises the end-user ids sent to the embeddings provider. */
+  endUser: Buffer;
 }
 
 export function deriveKeys(secret: string): DerivedKeys {
   const derive = (purpose: string) => Buffer.from(hkdfSync('sha256', secret, 'accounts-service', purpose, 32));
-  return { otp: derive('email-otp'), csrf: derive('csrf') };
+  return { otp: derive('email-otp'), csrf: derive('csrf'), endUser: derive('embeddings-end-user') };
 }
 
 /** A 6-digit code from the CSPRNG, leading zeros kept. */

@@ -3,12 +3,12 @@ import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as users from '../db/repositories/users.ts';
 import * as verifications from '../db/repositories/verifications.ts';
 import type { Database } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
 import { verificationEmail } from '../mail/templates.ts';
 import {
   type AuthDeps,
   type ClientInfo,
   codeHmacWith,
+  EMAIL_LIMITED,
   EMAIL_LIMITS,
   inSeconds,
   invalidOtp,
@@ -84,10 +84,11 @@ export function createEmailVerification(
     const requester = requesterOf(client);
     const code = codes.next(now);
     const sent = await db.transaction().execute(async (trx) => {
-      if (!(await addressLimits.claimEmailSend(trx, email, requester, now, EMAIL_LIMITS))) return undefined;
+      if (!(await addressLimits.claimEmailSend(trx, email, requester, now, EMAIL_LIMITS))) return 'limited' as const;
       return verifications.reissueVerification(trx, email, code.stored(email), now);
     });
-    if (sent === undefined) return;
+    if (sent === 'limited') return deps.mailer.notSent(email, EMAIL_LIMITED);
+    if (sent === undefined) return deps.mailer.notSent(email, 'no account awaits verification of this address');
     mail.send(codes.email(email, code, sent.contested, redirectTo), { requester, claimedAt: now });
   }
 
@@ -139,18 +140,12 @@ export function createEmailVerification(
     return { user, hasPassword: user.password_hash !== null };
   }
 
+  /** A code comes with its address, a link token alone (the contract's two forms of the body). */
   async function verifyEmail(
-    input: { otp: string; email?: string | undefined },
+    input: { otp: string; email: string } | { otp: string },
     client: ClientInfo,
   ): Promise<IssuedSession> {
-    const isCode = /^\d{6}$/.test(input.otp);
-    if (isCode && input.email === undefined) {
-      throw new ApiError(400, 'INVALID_INPUT', 'body.email is required with a 6-digit code');
-    }
-    if (!isCode && input.email !== undefined) {
-      throw new ApiError(400, 'INVALID_INPUT', 'body.email must not be sent with a link token');
-    }
-    const v = isCode ? await checkCode(input.email as string, input.otp) : await checkLink(input.otp);
+    const v = 'email' in input ? await checkCode(input.email, input.otp) : await checkLink(input.otp);
     const now = clock.now();
     return db.transaction().execute(async (trx) => sessions.start((await consume(trx, v, now)).user, client, trx));
   }

@@ -4,7 +4,15 @@ import * as accounts from '../db/repositories/mailbox-accounts.ts';
 import * as sessions from '../db/repositories/sessions.ts';
 import * as verifications from '../db/repositories/verifications.ts';
 import { passwordResetEmail } from '../mail/templates.ts';
-import { type AuthDeps, type ClientInfo, EMAIL_LIMITS, inSeconds, invalidOtp, requesterOf } from './auth-context.ts';
+import {
+  type AuthDeps,
+  type ClientInfo,
+  EMAIL_LIMITED,
+  EMAIL_LIMITS,
+  inSeconds,
+  invalidOtp,
+  requesterOf,
+} from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
 import { hashPassword, newHexToken, newOtpCode, sha256Hex } from './crypto.ts';
 import type { EmailCodeChecks } from './email-codes.ts';
@@ -48,7 +56,7 @@ export function createPasswordReset(
     const code = newOtpCode();
     const token = newHexToken();
     const sent = await db.transaction().execute(async (trx) => {
-      if (!(await addressLimits.claimEmailSend(trx, email, requester, now, EMAIL_LIMITS))) return undefined;
+      if (!(await addressLimits.claimEmailSend(trx, email, requester, now, EMAIL_LIMITS))) return 'limited' as const;
       return emailCodes.issueResetCode(
         trx,
         email,
@@ -60,7 +68,8 @@ export function createPasswordReset(
         now,
       );
     });
-    if (sent === undefined) return;
+    if (sent === 'limited') return deps.mailer.notSent(email, EMAIL_LIMITED);
+    if (sent === undefined) return deps.mailer.notSent(email, 'no account has this address');
     const link = resetLink(config.resetPasswordUrl, token, redirectTo);
     mail.send(passwordResetEmail(email, code, link, Math.round(config.emailOtpTtlSeconds / 60)), {
       requester,

@@ -6,7 +6,15 @@ import * as users from '../db/repositories/users.ts';
 import * as verifications from '../db/repositories/verifications.ts';
 import { ApiError } from '../errors.ts';
 import { signInCodeEmail } from '../mail/templates.ts';
-import { type AuthDeps, type ClientInfo, EMAIL_LIMITS, inSeconds, invalidOtp, requesterOf } from './auth-context.ts';
+import {
+  type AuthDeps,
+  type ClientInfo,
+  EMAIL_LIMITED,
+  EMAIL_LIMITS,
+  inSeconds,
+  invalidOtp,
+  requesterOf,
+} from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
 import { newOtpCode } from './crypto.ts';
 import type { EmailCodeChecks } from './email-codes.ts';
@@ -38,10 +46,11 @@ export function createPasswordlessSignIn(
       expiresAt: inSeconds(now, config.emailOtpTtlSeconds),
     };
     const sent = await db.transaction().execute(async (trx) => {
-      if (!(await addressLimits.claimEmailSend(trx, email, requester, now, EMAIL_LIMITS))) return false;
+      if (!(await addressLimits.claimEmailSend(trx, email, requester, now, EMAIL_LIMITS))) return 'limited' as const;
       return emailCodes.issueSignInCode(trx, email, stored, config.allowSignUp, now);
     });
-    if (!sent) return;
+    if (sent === 'limited') return deps.mailer.notSent(email, EMAIL_LIMITED);
+    if (!sent) return deps.mailer.notSent(email, 'sign-in by email code is not available for this address');
     mail.send(signInCodeEmail(email, code, Math.round(config.emailOtpTtlSeconds / 60)), { requester, claimedAt: now });
   }
 

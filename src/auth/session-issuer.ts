@@ -88,9 +88,11 @@ export function createSessionIssuer(deps: AuthDeps) {
     if (ids.length > 0) revocations.add(ids);
   }
 
-  /** Ends one session everywhere. */
-  async function endSession(sessionId: string): Promise<void> {
-    revoked(await sessions.revokeSession(db, sessionId, clock.now()));
+  /** Ends one session everywhere: true when it was live, false when it had already ended. */
+  async function endSession(sessionId: string): Promise<boolean> {
+    const ids = await sessions.revokeSession(db, sessionId, clock.now());
+    revoked(ids);
+    return ids.length > 0;
   }
 
   return { issued, start, startAfterPasswordCheck, csrfFor, revoked, endSession };

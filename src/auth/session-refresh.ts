@@ -31,11 +31,16 @@ export function createSessionRefresh(deps: AuthDeps, issuer: SessionIssuer) {
     return { hash, session, reused: rotated !== undefined };
   }
 
-  /** A rotated token presented again: someone else may hold the session. It ends, everywhere. */
+  /**
+   * A rotated token presented again: someone else may hold the session. It ends, everywhere; the
+   * reuse is counted and logged when it ended a live session (not again for an old token replayed
+   * after the session was over).
+   */
   async function reuse(session: sessions.SessionRow) {
-    await issuer.endSession(session.id);
-    deps.events?.refreshTokenReused();
-    log.warn({ sessionId: session.id, userId: session.user_id }, 'refresh token reuse: session revoked');
+    if (await issuer.endSession(session.id)) {
+      deps.events?.refreshTokenReused();
+      log.warn({ sessionId: session.id, userId: session.user_id }, 'refresh token reuse: session revoked');
+    }
     return refreshReused();
   }
 
@@ -60,15 +65,15 @@ export function createSessionRefresh(deps: AuthDeps, issuer: SessionIssuer) {
     return issuer.issued(user, session, next, client.clientType, now);
   }
 
+  /**
+   * Ends the session a refresh token names, whatever its state: logging out twice, or with a token
+   * already rotated, succeeds, since what the caller asked for holds. A rotated token is still reuse
+   * (counted and logged): its holder may not be the owner, and the session ends for everyone.
+   */
   async function logout(refreshToken: string, client: ClientInfo, csrfToken: string | undefined): Promise<void> {
     const { session, reused } = await resolveRefresh(refreshToken, client, csrfToken);
-    // Logging out with a rotated token still ends the session: its holder may not be the owner.
-    await issuer.endSession(session.id);
-    if (reused) {
-      deps.events?.refreshTokenReused();
-      throw refreshReused();
-    }
-    if (session.revoked_at !== null) throw invalidRefresh();
+    if (reused) await reuse(session);
+    else await issuer.endSession(session.id);
   }
 
   return { refresh, logout };

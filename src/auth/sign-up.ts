@@ -3,7 +3,7 @@ import * as users from '../db/repositories/users.ts';
 import * as verifications from '../db/repositories/verifications.ts';
 import { ApiError } from '../errors.ts';
 import { existingAccountNotice } from '../mail/templates.ts';
-import { type AuthDeps, type ClientInfo, EMAIL_LIMITS, requesterOf } from './auth-context.ts';
+import { type AuthDeps, type ClientInfo, EMAIL_LIMITED, EMAIL_LIMITS, requesterOf } from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
 import { hashPassword } from './crypto.ts';
 import type { CodeIssuer } from './email-verification.ts';
@@ -57,6 +57,7 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
       });
       return { account, mailable, pending };
     });
+    if (!mailable) deps.mailer.notSent(input.email, EMAIL_LIMITED);
     if (!mailable || account === undefined) return { kind: 'verification-required' };
     const claim = { requester, claimedAt: now };
     if (pending === undefined) mail.send(existingAccountNotice(input.email), claim);

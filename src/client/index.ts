@@ -43,6 +43,9 @@ export interface ClientOptions {
 }
 
 // Operations whose answer is a Session result, and those that end a session.
+/** The answers of a refresh that mean the refresh token (or its CSRF token) is not accepted. */
+const REFUSED = new Set([400, 401, 403]);
+
 const SESSION_RESULT = /\/api\/auth\/(sessions|email\/verify|refresh|users|oauth\/exchange|id-token)$/;
 const SESSION_END = /\/api\/auth\/logout$/;
 // A 401 from these is about credentials or refresh tokens, not the access token: never retry them.
@@ -89,7 +92,11 @@ export function createClient(options: ClientOptions) {
     changed();
   }
 
-  /** Exchanges the refresh token (or cookie) for a new session; false when that is refused. */
+  /**
+   * Exchanges the refresh token (or cookie) for a new session: true, or false when that fails. Only a
+   * refusal of the refresh token itself (400, 401, 403) ends the session in the client; a rate limit
+   * (429), an outage (5xx) or a network failure keeps the tokens, so that a later try can succeed.
+   */
   async function refresh(): Promise<boolean> {
     if (clientType !== 'web' && !tokens.refreshToken) return false;
     const url = new URL(`/api/auth/refresh?client_type=${clientType}`, options.baseUrl);
@@ -102,10 +109,13 @@ export function createClient(options: ClientOptions) {
       body: JSON.stringify(clientType === 'web' ? {} : { refreshToken: tokens.refreshToken }),
       credentials: 'include',
     });
-    const response = await baseFetch(request);
+    const response = await baseFetch(request).catch(() => undefined);
+    if (response === undefined) return false;
     if (!response.ok) {
-      Object.assign(tokens, { accessToken: undefined, refreshToken: undefined, csrfToken: undefined });
-      changed();
+      if (REFUSED.has(response.status)) {
+        Object.assign(tokens, { accessToken: undefined, refreshToken: undefined, csrfToken: undefined });
+        changed();
+      }
       return false;
     }
     await remember(request, response);
@@ -138,7 +148,7 @@ export function createClient(options: ClientOptions) {
     clientType,
     /** The current session's tokens (a copy). */
     tokens: (): SessionTokens => ({ ...tokens }),
-    /** Refreshes the session now; false when the refresh token is refused (the tokens are then cleared). */
+    /** Refreshes the session now: true, or false (the tokens are cleared only when the refresh token is refused). */
     refresh: () => (refreshing ??= refresh().finally(() => (refreshing = undefined))),
     /** Ends the session on the server (its refresh tokens die) and forgets the tokens. */
     logout: () =>

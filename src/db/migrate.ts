@@ -13,6 +13,7 @@ import * as m0010 from './migrations/0010_email_codes.ts';
 import * as m0011 from './migrations/0011_account_administration.ts';
 import * as m0012 from './migrations/0012_oauth.ts';
 import * as m0013 from './migrations/0013_realtime_recheck.ts';
+import * as m0014 from './migrations/0014_embedding_usage_end_user.ts';
 import type { Database } from './schema.ts';
 
 /** Every migration, in order. Listed by hand so that no file-system scan happens at start-up. */
@@ -30,6 +31,7 @@ export const migrations: Record<string, Migration> = {
   '0011_account_administration': m0011,
   '0012_oauth': m0012,
   '0013_realtime_recheck': m0013,
+  '0014_embedding_usage_end_user': m0014,
 };
 
 /**

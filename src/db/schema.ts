@@ -151,6 +151,8 @@ export interface EmbeddingUsageTable {
   inputs: number;
   prompt_tokens: number;
   total_tokens: number;
+  /** The end-user identifier the caller sent (OpenAI's `user`), if any. */
+  end_user: string | null;
   created_at: ColumnType<Date, Date | undefined, never>;
 }
 

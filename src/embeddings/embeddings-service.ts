@@ -2,6 +2,7 @@ import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { components } from '../../generated/openapi.ts';
+import { hmacHex } from '../auth/crypto.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/schema.ts';
@@ -65,6 +66,8 @@ export function createEmbeddingsService(deps: {
   clock: Clock;
   log: FastifyBaseLogger;
   events?: EmbeddingsEvents | undefined;
+  /** Keys the end-user ids sent to the provider (EMBEDDINGS_FORWARD_USER). */
+  endUserKey: Buffer;
 }) {
   const settings = deps.config.embeddings;
   const events = deps.events;
@@ -104,7 +107,6 @@ export function createEmbeddingsService(deps: {
       );
     }
     if (dimensions !== undefined) {
-      if (dimensions === 0) throw new ApiError(400, 'INVALID_INPUT', 'body.dimensions must be at least 1');
       if (!info.shortenable) {
         throw new ApiError(
           400,
@@ -138,7 +140,9 @@ export function createEmbeddingsService(deps: {
   }
 
   async function embed(userId: string, request: EmbeddingsInput): Promise<EmbeddingsResult> {
-    const { model, dimensions } = request;
+    const { model } = request;
+    // 0 asks for the model's own size, as leaving the field out does.
+    const dimensions = request.dimensions === 0 ? undefined : request.dimensions;
     const encoding = request.encoding_format ?? 'float';
     const info = checkModel(model, dimensions);
     const single = typeof request.input === 'string';
@@ -152,7 +156,13 @@ export function createEmbeddingsService(deps: {
     if (info.local) {
       vectors = await localVectors(inputs, counts, dimensions ?? (info.nativeDimensions as number));
     } else {
-      const answer = await (breaker as NonNullable<typeof breaker>).call({ model, input: inputs, dimensions });
+      // The provider sees a stable pseudonym per account and end user: never the caller's raw text,
+      // and no caller can pass for another account's end user.
+      const user =
+        settings.forwardUser && request.user !== undefined
+          ? hmacHex(deps.endUserKey, `${userId}\n${request.user}`).slice(0, 32)
+          : undefined;
+      const answer = await (breaker as NonNullable<typeof breaker>).call({ model, input: inputs, dimensions, user });
       vectors = answer.vectors;
       checkVectorSizes(model, vectors, dimensions);
       // The provider's own figures when it gives them (they are what it bills); ours otherwise.
@@ -166,6 +176,7 @@ export function createEmbeddingsService(deps: {
       inputs: inputs.length,
       prompt_tokens: promptTokens,
       total_tokens: totalTokens,
+      end_user: request.user ?? null,
       created_at: deps.clock.now(),
     });
     return { encoding, vectors, metadata: { model, usage: { promptTokens, completionTokens: 0, totalTokens } } };

@@ -18,6 +18,8 @@ export interface EmbeddingsCall {
   model: string;
   input: readonly string[];
   dimensions: number | undefined;
+  /** The caller's end-user identifier, sent on as OpenAI's `user` (only when configured to). */
+  user?: string | undefined;
 }
 
 export interface EmbeddingsAnswer {
@@ -79,6 +81,7 @@ export class OpenAICompatibleUpstream {
       // less to parse. The answer is accepted in either form (some servers ignore the field).
       encoding_format: 'base64',
       ...(call.dimensions === undefined ? {} : { dimensions: call.dimensions }),
+      ...(call.user === undefined ? {} : { user: call.user }),
     });
     for (let attempt = 0; ; attempt++) {
       const started = performance.now();

@@ -96,10 +96,17 @@ function writeVector(out: Buffer, at: number, values: Vector): number {
 
 /** The EmbeddingsResponse for a result, as the bytes of its JSON text. */
 export function embeddingsResponseJson(result: EmbeddingsResult): Buffer {
-  const head: Omit<EmbeddingsOutput, 'data'> = { object: 'list', metadata: result.metadata };
+  const { model, usage } = result.metadata;
+  // OpenAI's top-level model and usage, then InsForge's metadata: the same figures in both forms.
+  const head: Omit<EmbeddingsOutput, 'data'> = {
+    object: 'list',
+    model,
+    usage: { prompt_tokens: usage.promptTokens, total_tokens: usage.totalTokens },
+    metadata: result.metadata,
+  };
   const item: Omit<EmbeddingsOutput['data'][number], 'embedding' | 'index'> = { object: 'embedding' };
   const start = `{"object":${JSON.stringify(head.object)},"data":[`;
-  const end = `],"metadata":${JSON.stringify(head.metadata)}}`;
+  const end = `],"model":${JSON.stringify(head.model)},"usage":${JSON.stringify(head.usage)},"metadata":${JSON.stringify(head.metadata)}}`;
   const itemStart = `{"object":${JSON.stringify(item.object)},"embedding":`;
   const encoded = result.encoding === 'base64' ? result.vectors.map(float32ToBase64) : undefined;
   let needed = Buffer.byteLength(start) + Buffer.byteLength(end);

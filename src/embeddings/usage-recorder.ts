@@ -8,8 +8,12 @@ export interface UsageRow {
   inputs: number;
   prompt_tokens: number;
   total_tokens: number;
+  /** The caller's end-user identifier (OpenAI's `user`), if it sent one. */
+  end_user?: string | null;
   created_at: Date;
 }
+
+const refusedForever = (err: unknown) => /^2[23]/.test(String((err as { code?: string }).code));
 
 const FLUSH_EVERY_MS = 1_000;
 const FLUSH_AT_ROWS = 500;
@@ -56,18 +60,16 @@ export class UsageRecorder {
 
   async #writeAll(): Promise<void> {
     while (this.#pending.length > 0) {
-      // 1,000 rows of 6 values each stay far below PostgreSQL's 65,535 parameters per statement.
+      // 1,000 rows of 7 values each stay far below PostgreSQL's 65,535 parameters per statement.
       const batch = this.#pending.splice(0, 1_000);
       try {
         await this.#db.insertInto('embedding_usage').values(batch).execute();
       } catch (err) {
-        // Data errors (class 22) and constraint violations (23) would fail forever: drop the batch.
-        if (/^2[23]/.test(String((err as { code?: string }).code))) {
-          this.#log.error(
-            { err: { message: (err as Error).message }, rows: batch.length },
-            'embedding usage rows refused',
-          );
-          continue;
+        // Data errors (class 22) and constraint violations (23) would fail forever: the rows are
+        // written one by one, so that only the refused ones are dropped, not their neighbours'.
+        if (refusedForever(err)) {
+          if (await this.#writeEach(batch)) continue;
+          return;
         }
         this.#pending = batch.concat(this.#pending);
         this.#log.warn(
@@ -77,6 +79,33 @@ export class UsageRecorder {
         return;
       }
     }
+  }
+
+  /**
+   * Writes rows one at a time, dropping (and logging) each the database refuses for good. False when
+   * the database failed otherwise: the rows not yet written wait for the next flush.
+   */
+  async #writeEach(rows: readonly UsageRow[]): Promise<boolean> {
+    let refused = 0;
+    let message = '';
+    for (const [i, row] of rows.entries()) {
+      try {
+        await this.#db.insertInto('embedding_usage').values(row).execute();
+      } catch (err) {
+        if (!refusedForever(err)) {
+          this.#pending = rows.slice(i).concat(this.#pending);
+          this.#log.warn(
+            { err: { message: (err as Error).message }, rows: this.#pending.length },
+            'embedding usage not written yet',
+          );
+          return false;
+        }
+        refused += 1;
+        message = (err as Error).message;
+      }
+    }
+    this.#log.error({ err: { message }, rows: refused }, 'embedding usage rows refused');
+    return true;
   }
 
   async close(): Promise<void> {

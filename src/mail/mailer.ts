@@ -15,6 +15,11 @@ export interface MailMessage {
 /** Sends mail; the only outgoing side effect of the accounts flow. */
 export interface Mailer {
   send(message: MailMessage): Promise<void>;
+  /**
+   * An email that was asked for and not sent (`reason` says why). Only the development mailer says
+   * so, in the log where its reader waits for the email; the answer to the request never does.
+   */
+  notSent(to: string, reason: string): void;
   close(): void;
 }
 
@@ -31,6 +36,9 @@ export function createMailer(config: Readonly<Config>, log: FastifyBaseLogger): 
           'SMTP_URL is not set: this email was NOT sent; its content is logged instead (development only)',
         );
       },
+      notSent(to, reason) {
+        log.info({ mail: { to } }, `No email to ${to}: ${reason} (development only)`);
+      },
       close() {},
     };
   }
@@ -40,6 +48,7 @@ export function createMailer(config: Readonly<Config>, log: FastifyBaseLogger): 
     async send(message) {
       await transport.sendMail({ from: config.mailFrom, ...message });
     },
+    notSent() {},
     close: () => transport.close(),
   };
 }

@@ -597,6 +597,14 @@ export const wireCookieValue = (value: string) => wireHeaderValue(value).replace
 /** A query value as the server decodes it (lone surrogates cannot be percent-encoded: they travel as U+FFFD). */
 export const wireQueryValue = (value: string) => value.toWellFormed();
 
+/** How a parameter's value reaches the server, by where it travels (path values are percent-encoded, as query values are). */
+export const wireParameterValue = (location: string): ((value: string) => string) =>
+  location === 'query' || location === 'path'
+    ? wireQueryValue
+    : location === 'cookie'
+      ? wireCookieValue
+      : wireHeaderValue;
+
 // ---------------------------------------------------------------------------------------------
 // Raw-socket variants.
 

@@ -7,6 +7,12 @@ import type {
   UnknownRow,
 } from 'kysely';
 
+/**
+ * The app's own background reads, which may run while a request is recorded: the realtime policy
+ * poll (src/realtime/policy-cache.ts, every second on PGlite). They are not the request's work.
+ */
+const BACKGROUND = /\bfrom pg_policies\b/;
+
 /** Records the SQL text of every statement, and the rows they wrote, while `recording` is set. */
 export class StatementRecorder implements KyselyPlugin {
   recording: string[] | undefined;
@@ -16,7 +22,10 @@ export class StatementRecorder implements KyselyPlugin {
     this.#compile = compile;
   }
   transformQuery(args: PluginTransformQueryArgs): RootOperationNode {
-    if (this.recording && this.#compile) this.recording.push(this.#compile(args.node));
+    if (this.recording && this.#compile) {
+      const statement = this.#compile(args.node);
+      if (!BACKGROUND.test(statement)) this.recording.push(statement);
+    }
     return args.node;
   }
   async transformResult(args: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {

@@ -1,0 +1,57 @@
+// Without SMTP_URL (development) every email is written to the log instead of being sent, so a
+// developer watches the log for codes. A request that sends no email (the per-address cooldown or
+// daily cap, or no account that needs one) says so there in one line; the HTTP answer stays the
+// same as for any address. With SMTP the line is never written.
+import t from 'tap';
+import { loadConfig } from '../src/config.ts';
+import { createMailer } from '../src/mail/mailer.ts';
+import { buildAppCapturingLogs } from './helpers/app.ts';
+import { newEmail, PASSWORD } from './helpers/auth.ts';
+
+const noEmailLines = (lines: readonly string[], email: string) =>
+  lines
+    .map((l) => JSON.parse(l) as { msg: string; mail?: { to?: string } })
+    .filter((l) => l.msg.startsWith(`No email to ${email}:`));
+
+t.test('development: a send-verification inside the cooldown logs one line saying so', async (t) => {
+  const { app, lines } = await buildAppCapturingLogs(t, 'info');
+  const email = newEmail('cooldown');
+  const signUp = await app.inject({ method: 'POST', url: '/api/auth/users', payload: { email, password: PASSWORD } });
+  t.equal(signUp.statusCode, 202);
+  t.ok(
+    lines.some((l) => l.includes('this email was NOT sent') && l.includes(email)),
+    'the sign-up email is logged',
+  );
+  t.same(noEmailLines(lines, email), [], 'nothing about a missing email yet');
+
+  const again = await app.inject({ method: 'POST', url: '/api/auth/email/send-verification', payload: { email } });
+  t.equal(again.statusCode, 202, 'the answer is the usual 202');
+  const said = noEmailLines(lines, email);
+  t.equal(said.length, 1, 'one line');
+  t.match(said[0]?.msg, /less than 60 s ago/, 'naming the cooldown');
+  t.match(said[0]?.msg, /development only/);
+
+  const unknown = newEmail('unknown');
+  const none = await app.inject({
+    method: 'POST',
+    url: '/api/auth/email/send-verification',
+    payload: { email: unknown },
+  });
+  t.equal(none.statusCode, 202);
+  t.equal(none.body, again.body, 'the same answer as for a known address');
+  t.match(noEmailLines(lines, unknown)[0]?.msg, /no account awaits verification/, 'and the log says why');
+
+  const otp = await app.inject({ method: 'POST', url: '/api/auth/email/send-otp', payload: { email } });
+  t.equal(otp.statusCode, 202);
+  t.equal(noEmailLines(lines, email).length, 2, 'send-otp inside the cooldown: one more line');
+});
+
+t.test('with SMTP the mailer never writes that line', async (t) => {
+  const written: unknown[] = [];
+  const log = { info: (...args: unknown[]) => written.push(args), warn: (...args: unknown[]) => written.push(args) };
+  const config = loadConfig({ NODE_ENV: 'test', SMTP_URL: 'smtp://127.0.0.1:2525' });
+  const mailer = createMailer(config, log as never);
+  mailer.notSent('someone@example.com', 'a reason');
+  mailer.close();
+  t.same(written, []);
+});
