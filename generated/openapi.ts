@@ -1490,8 +1490,9 @@ export interface components {
          * @description Body of refresh and logout. Mobile and desktop clients send the
          *     refresh token as `refreshToken` or as `refresh_token` (the same token
          *     under either name; when both are sent they must be equal, or the
-         *     answer is `400 INVALID_INPUT`); web clients send no body (or `{}`),
-         *     because their token is in the cookie, and any body token is ignored.
+         *     answer is `400 INVALID_INPUT`); web clients send no body (an empty
+         *     one, or `{}`), because their token is in the cookie, and any body
+         *     token is ignored.
          */
         RefreshRequest: {
             /** @description The refresh token received with the session (mobile and desktop clients). */

@@ -632,6 +632,8 @@ function bodyVerdict(
   if (bytes === undefined) return !op.body.required;
   if (contentType !== null && mediaType(contentType) !== 'application/json') return false; // 415
   if (!isJsonMediaType(contentType) || body.kind === 'bytes') return undefined;
+  // info.description: an empty body sent as JSON counts as no body.
+  if (bytes.length === 0) return !op.body.required;
   const text = bytes.toString('utf8');
   if (text.startsWith('\ufeff')) return undefined; // JSON parsers may ignore a byte-order mark (RFC 8259 8.1)
   let value: unknown;

@@ -333,9 +333,10 @@ function invalidJsonArbitrary(validText: fc.Arbitrary<string>): fc.Arbitrary<{ t
       label: 'constructor key',
     })),
     validText.map((t) => ({ text: t.replace(/^\{("[^"]+":)/, '{$1null,$1'), label: 'duplicate key' })),
+    // No body for an operation whose body is optional, a missing one where it is required.
+    fc.constant({ text: '', label: 'empty body' }),
     fc
       .constantFrom(
-        '',
         ' ',
         '{',
         '}',
