@@ -3,18 +3,17 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
-import { Server, type Socket } from 'socket.io';
-import { AccessTokenRefused, verifyAccessToken } from '../auth/access-token.ts';
+import { Server } from 'socket.io';
 import type { SessionRevocations } from '../auth/session-revocations.ts';
-import { clientAddress, proxyTrust } from '../client-address.ts';
 import type { Config } from '../config.ts';
 import { socketOriginAllowed } from '../cors.ts';
 import { isDatabaseUnavailable } from '../db/errors.ts';
 import type { Database } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
 import { describeJsonProblem, findJsonProblem } from '../json-values.ts';
-import { maySubscribe, subscribable } from './channel-access.ts';
+import { maySubscribe } from './channel-access.ts';
 import { attachFanout, channelOfRoom, type Fanout, roomOf } from './fanout.ts';
+import { admitSockets, type Caller, emitRealtimeError, type RealtimeSocket } from './handshake.ts';
+import { LiveSubscriptions } from './live-subscriptions.ts';
 import type { PolicyCache } from './policy-cache.ts';
 import {
   type ClientEvent,
@@ -26,21 +25,11 @@ import {
 } from './protocol.ts';
 import { PublishBudget } from './publish-budget.ts';
 import { type PublishInput, type PublishOutcome, publishMessage } from './publisher.ts';
-import { type RecheckPass, SubscriptionRecheck } from './recheck.ts';
+import type { RecheckPass } from './recheck.ts';
+import { watchSessionEnds } from './session-ends.ts';
 import { watchOutput } from './slow-consumers.ts';
 import { createSocketQuota } from './socket-quota.ts';
 
-/** What the server keeps on each socket (socket.data). */
-interface Caller {
-  /** The signed-in user; undefined on an anonymous socket (role anon). */
-  userId: string | undefined;
-  /** The session of the access token; undefined when anonymous. */
-  sessionId: string | undefined;
-  presenceId: string;
-  /** When the access token expires (ms since the epoch); undefined when anonymous. */
-  expiresAt: number | undefined;
-}
-type RealtimeSocket = Socket<Record<string, never>, Record<string, (...args: unknown[]) => void>, never, Caller>;
 type Ack = (response: unknown) => void;
 
 export interface RealtimeServer {
@@ -48,8 +37,6 @@ export interface RealtimeServer {
   publish(input: PublishInput): Promise<PublishOutcome>;
   /** This instance's connected sockets, and their channel subscriptions. */
   stats(): RealtimeStats;
-  /** Re-checks every live subscription of this instance now; resolves when done (tests, benches). */
-  recheck(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -94,9 +81,6 @@ interface RawWebSocket {
 }
 /** Requests of one connection waiting to be carried out (each at most a few KiB); more are refused (RATE_LIMITED). */
 const MAX_QUEUED = 64;
-/** setTimeout's longest delay. */
-const MAX_TIMER_MS = 2_147_483_647;
-const SESSION_REVOKED_MESSAGE = 'This session has ended; sign in again';
 /** A subscribe that met a policy change while checking asks again, at most this many times in all. */
 const SUBSCRIBE_ATTEMPTS = 3;
 
@@ -123,49 +107,15 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
   refusePlainHttp(app);
   const fanout: Fanout = attachFanout(io, config, log);
   const publish = (input: PublishInput) => publishMessage(db, fanout, input, now(), config.realtime.maxPayloadBytes);
-  const emitError = (socket: RealtimeSocket, code: RealtimeErrorCode, message: string, channel: string | null) =>
-    socket.emit('realtime:error', { code, message, channel });
-
-  /** This instance's signed-in sockets by session id, so that a revocation finds them without a scan. */
-  const bySession = new Map<string, Set<RealtimeSocket>>();
-  const stopRevocations = revocations.onRevoked((sessionId) => {
-    const sockets = bySession.get(sessionId);
-    if (sockets === undefined) return;
-    for (const socket of [...sockets]) {
-      emitError(socket, 'SESSION_REVOKED', SESSION_REVOKED_MESSAGE, null);
-      socket.disconnect(true);
-    }
-  });
-
-  /** This instance's subscriptions: for each socket, its channels and which joining each one is. */
-  const live = new Map<RealtimeSocket, Map<string, number>>();
-  let joinings = 0;
-  /** Ends a subscription the policies no longer allow: out of the room first, then told why. */
-  const endSubscription = (socket: RealtimeSocket, channel: string, joined: number): boolean => {
-    if (live.get(socket)?.get(channel) !== joined || socket.disconnected) return false;
-    leaveRoom(socket, channel);
-    emitError(socket, 'UNAUTHORIZED', 'The realtime policies no longer allow this subscription', channel);
-    return true;
-  };
-  const recheck = new SubscriptionRecheck<RealtimeSocket>({
-    *list() {
-      for (const [socket, channels] of live) {
-        for (const [channel, joined] of channels) yield { socket, userId: socket.data.userId, channel, joined };
-      }
-    },
-    check: (questions) => subscribable(db, questions),
-    end: (s) => endSubscription(s.socket, s.channel, s.joined),
-    isTransient,
+  const sessionEnds = watchSessionEnds(revocations);
+  const live = new LiveSubscriptions({
+    db,
+    policies,
     periodMs: config.realtime.recheckSeconds * 1000,
+    isTransient,
     log,
-    onPass: (pass) => {
-      events?.rechecked?.(pass);
-      if (pass.ended > 0) log.info(pass, 'realtime: subscriptions ended by the re-check');
-    },
+    onPass: (pass) => events?.rechecked?.(pass),
   });
-  const stopPolicyWatch = policies.onChange(() => recheck.changed());
-
-  const trustProxy = proxyTrust(config.trustProxy);
   const quota = createSocketQuota({
     max: config.realtime.maxSocketsPerUser,
     redis,
@@ -173,129 +123,17 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
     instanceId: randomUUID(),
     log,
   });
-
-  /** Leaves the channel's room (synchronously on every adapter: nothing more is delivered) and says so to the others. */
-  const leaveRoom = (socket: RealtimeSocket, channel: string) => {
-    live.get(socket)?.delete(channel);
-    void socket.leave(roomOf(channel));
-    const member: PresenceMember = { presenceId: socket.data.presenceId, userId: socket.data.userId ?? null };
-    socket.to(roomOf(channel)).emit('presence:leave', { meta: { channel }, member });
-  };
-
-  /**
-   * A place among the REALTIME_MAX_SOCKETS_PER_USER sockets of a user (or of an anonymous client's
-   * address), given back when the connection ends; else the refusal.
-   */
-  const takeSocketPlace = async (socket: RealtimeSocket, quotaKey: string): Promise<Error | undefined> => {
-    if (!(await quota.take(quotaKey, socket.id))) {
-      const max = config.realtime.maxSocketsPerUser;
-      return refusal(
-        'TOO_MANY_CONNECTIONS',
-        `At most ${max} realtime connections are open at once per user (per address without a token)`,
-      );
-    }
-    const release = () => quota.release(quotaKey, socket.id);
-    // Either ends the place: a socket that never completes its connection has no disconnect.
-    socket.once('disconnect', release);
-    if (socket.conn.readyState === 'closed') release();
-    else socket.conn.once('close', release);
-    return undefined;
-  };
-
-  io.use((socket, next) => {
-    const token = (socket.handshake.auth as { token?: unknown } | undefined)?.token;
-    // The handshake travels to the other instances when they list a channel's members
-    // (fetchSockets), where adapters serialize it: of what the client sent, only the token is
-    // read, and it, any cookie and any other (possibly huge or deeply nested) value stay here.
-    socket.handshake.auth = {};
-    delete socket.handshake.headers.authorization;
-    delete socket.handshake.headers.cookie;
-    const presenceId = randomUUID();
-    const placeTaken = (quotaKey: string) =>
-      takeSocketPlace(socket as unknown as RealtimeSocket, quotaKey).then(next, (err: unknown) => {
-        log.error({ err }, 'realtime: counting the sockets failed');
-        next(refusal('INTERNAL_ERROR', 'The handshake could not be completed'));
-      });
-    if (token === undefined || token === null || token === '') {
-      if (config.realtime.allowAnon) {
-        socket.data = { userId: undefined, sessionId: undefined, presenceId, expiresAt: undefined } satisfies Caller;
-        // Anonymous sockets are counted per client address, against the same limit.
-        return void placeTaken(`anon:${clientAddress(socket.request, trustProxy)}`);
-      }
-      return next(refusal('UNAUTHORIZED', 'An access token is required in the handshake (auth.token)'));
-    }
-    if (typeof token !== 'string') return next(refusal('UNAUTHORIZED', 'auth.token must be a string'));
-    try {
-      const claims = verifyAccessToken(app, token);
-      socket.data = {
-        userId: claims.sub,
-        sessionId: claims.sid,
-        presenceId,
-        expiresAt: claims.exp === undefined ? undefined : claims.exp * 1000,
-      } satisfies Caller;
-      void placeTaken(claims.sub);
-    } catch (err) {
-      // The socket protocol keeps its own codes for a token that expired or is not valid.
-      if (err instanceof AccessTokenRefused) {
-        return next(refusal(err.reason === 'expired' ? 'TOKEN_EXPIRED' : 'UNAUTHORIZED', err.message));
-      }
-      if (err instanceof ApiError) return next(refusal(err.code, err.message));
-      log.error({ err }, 'realtime: handshake failed');
-      next(refusal('INTERNAL_ERROR', 'The handshake could not be completed'));
-    }
-  });
+  admitSockets(io, { app, config, quota, log });
 
   io.on('connection', (raw) => {
     const socket = raw as unknown as RealtimeSocket;
     const caller = socket.data;
     const member: PresenceMember = { presenceId: caller.presenceId, userId: caller.userId ?? null };
     const sendError = (code: RealtimeErrorCode, message: string, channel: string | null) =>
-      emitError(socket, code, message, channel);
+      emitRealtimeError(socket, code, message, channel);
 
-    if (caller.sessionId !== undefined) {
-      const sessionId = caller.sessionId;
-      // Revoked between the handshake's check and now: the revocation did not find this socket.
-      if (revocations.isRevoked(sessionId)) {
-        sendError('SESSION_REVOKED', SESSION_REVOKED_MESSAGE, null);
-        socket.disconnect(true);
-        return;
-      }
-      let sockets = bySession.get(sessionId);
-      if (sockets === undefined) {
-        sockets = new Set();
-        bySession.set(sessionId, sockets);
-      }
-      sockets.add(socket);
-      socket.once('disconnect', () => {
-        const current = bySession.get(sessionId);
-        current?.delete(socket);
-        if (current?.size === 0) bySession.delete(sessionId);
-      });
-    }
-    if (caller.expiresAt !== undefined) {
-      const expiresAt = caller.expiresAt;
-      let expiry: NodeJS.Timeout;
-      // Re-armed until the expiry: a timer cannot wait longer than about 24.8 days.
-      const arm = () => {
-        const left = expiresAt - Date.now();
-        if (left > MAX_TIMER_MS) {
-          expiry = setTimeout(arm, MAX_TIMER_MS);
-          return;
-        }
-        expiry = setTimeout(
-          () => {
-            sendError('TOKEN_EXPIRED', 'The access token has expired; reconnect with a fresh one', null);
-            socket.disconnect(true);
-          },
-          Math.max(left, 0),
-        );
-      };
-      arm();
-      socket.once('disconnect', () => clearTimeout(expiry));
-    }
-    /** This socket's channels (see `live`). */
-    const subscriptions = new Map<string, number>();
-    live.set(socket, subscriptions);
+    if (!sessionEnds.watch(socket)) return;
+    live.add(socket);
     const budget = new PublishBudget(config.realtime.publishRate, Date.now());
     watchOutput(socket, {
       maxBytes: config.realtime.maxBufferedBytes,
@@ -365,7 +203,7 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
 
     const subscribe = async (channel: string, ack: Ack | undefined) => {
       const room = roomOf(channel);
-      if (!socket.rooms.has(room) && subscriptions.size >= config.realtime.maxSubscriptions) {
+      if (!socket.rooms.has(room) && live.count(socket) >= config.realtime.maxSubscriptions) {
         const message = `At most ${config.realtime.maxSubscriptions} channels may be subscribed to on one connection`;
         return refuse(ack, 'TOO_MANY_SUBSCRIPTIONS', message, channel);
       }
@@ -374,9 +212,9 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
         // A policy change while the check ran: its re-check may have passed before this joins, so ask again.
         let settled = false;
         for (let attempt = 1; attempt <= SUBSCRIBE_ATTEMPTS && !settled; attempt++) {
-          const generation = recheck.generation;
+          const generation = live.generation;
           allowed = await maySubscribe(db, caller.userId, channel);
-          settled = !allowed || generation === recheck.generation;
+          settled = !allowed || generation === live.generation;
         }
         if (!settled) {
           const message = 'The realtime policies are changing; subscribe again shortly';
@@ -388,20 +226,20 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
       if (socket.disconnected) return;
       if (!allowed) {
         // A refused repeat subscription ends the one in place: the policies have changed.
-        if (socket.rooms.has(room)) leaveRoom(socket, channel);
+        if (socket.rooms.has(room)) live.leave(socket, channel);
         return refuse(ack, 'UNAUTHORIZED', 'The realtime policies do not allow subscribing to this channel', channel);
       }
       // A re-check may have ended the subscription while this one was being checked.
       const joining = !socket.rooms.has(room);
       await socket.join(room);
       // A repeated subscribe was just checked again: it counts as a new joining.
-      subscriptions.set(channel, ++joinings);
+      live.joined(socket, channel);
       if (joining) socket.to(room).emit('presence:join', { meta: { channel }, member });
       ack?.({ ok: true, channel, presence: { members: await membersOf(channel) } });
     };
 
     const unsubscribe = async (channel: string, ack: Ack | undefined) => {
-      if (socket.rooms.has(roomOf(channel))) leaveRoom(socket, channel);
+      if (socket.rooms.has(roomOf(channel))) live.leave(socket, channel);
       ack?.({ ok: true, channel });
     };
 
@@ -464,7 +302,7 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
     });
 
     socket.on('disconnecting', () => {
-      live.delete(socket);
+      live.remove(socket);
       for (const room of socket.rooms) {
         const channel = channelOfRoom(room);
         if (channel !== undefined) socket.to(room).emit('presence:leave', { meta: { channel }, member });
@@ -488,10 +326,6 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
 
   return {
     publish,
-    recheck: () => {
-      recheck.changed();
-      return recheck.settled();
-    },
     stats() {
       const namespace = io.of('/');
       let subscriptions = 0;
@@ -501,9 +335,8 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
       return { sockets: namespace.sockets.size, subscriptions };
     },
     async close() {
-      stopRevocations();
-      stopPolicyWatch();
-      recheck.close();
+      sessionEnds.close();
+      live.close();
       quota.close();
       const engine = io.engine as unknown as { clients: Record<string, { transport?: { socket?: RawWebSocket } }> };
       const connections = Object.values(engine.clients)
@@ -553,11 +386,6 @@ function refusePlainHttp(app: FastifyInstance): void {
 /** The database is unreachable, a serialization failure or deadlock (class 40), or a lock wait past lock_timeout (55P03). */
 function isTransient(err: unknown): boolean {
   return isDatabaseUnavailable(err) || /^(40|55P03)/.test(String((err as { code?: unknown }).code));
-}
-
-/** A handshake refusal: connect_error's message, and `data` {code, message} for programs. */
-function refusal(code: string, message: string): Error {
-  return Object.assign(new Error(message), { data: { code, message } });
 }
 
 /** The channel a (possibly malformed) request names, echoed back in errors as given when it is a string. */
