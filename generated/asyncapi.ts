@@ -102,7 +102,9 @@ export interface components {
             /**
              * @description The message: a JSON object without a `meta` key (the server adds
              *     `meta` when delivering it), at most `REALTIME_MAX_PAYLOAD_BYTES`
-             *     (default 4096) bytes as JSON.
+             *     (default 4096) bytes as JSON. No object in it, at any depth, may
+             *     have a key named `__proto__`, `constructor` or `prototype`
+             *     (`INVALID_PAYLOAD`, as `400 INVALID_INPUT` over HTTP).
              */
             payload: {
                 [key: string]: unknown;
@@ -118,7 +120,9 @@ export interface components {
          * @description Failure codes: `NOT_SUBSCRIBED`, `UNAUTHORIZED` (the publish policies
          *     refuse the insert, for example a `senderId` that is not the caller's),
          *     `INVALID_PAYLOAD`, `PAYLOAD_TOO_LARGE`, `RATE_LIMITED`,
-         *     `SERVICE_UNAVAILABLE`, `INTERNAL_ERROR`; the sender also receives a
+         *     `SERVICE_UNAVAILABLE` (the database, or the fan-out between
+         *     instances, cannot take the message now: it is neither delivered nor
+         *     kept in history), `INTERNAL_ERROR`; the sender also receives a
          *     `realtime:error` with the same code. On a failure `channel` is the
          *     request's `channel` when that is a string, else `null`.
          * @example {

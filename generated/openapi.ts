@@ -112,6 +112,19 @@ export interface paths {
          *     two emails to one address is recorded all the same; no email is sent
          *     for it, and the code already sent stays valid.
          *
+         *     **Sign-up binding.** The `202` answer carries `signUpBinding`, and web
+         *     clients also get it in the HttpOnly cookie `sign_up_binding`. A
+         *     verification that carries it (the cookie, or `signUpBinding` in the
+         *     verify body) proves that whoever chose the password also holds the
+         *     mailbox. A verification without it (a link opened on another device,
+         *     a code typed into another app) proves the mailbox only: the password
+         *     still signs in, but it is *unproven*, and the first time the mailbox
+         *     is proven again (a sign-in with an emailed code, an OAuth or OpenID
+         *     provider vouching for the address, a password reset) it is removed,
+         *     with every session and linked provider of the account, and the owner
+         *     is told by email. Accounts whose password is proven are not touched by
+         *     those sign-ins. Every sign-up gets a binding, whatever the address.
+         *
          *     `redirectTo` (optional) is where the page of the emailed link sends
          *     the person after confirming; it must be on the origin of the
          *     service's redirect URL (`400 INVALID_INPUT` otherwise, see
@@ -401,8 +414,17 @@ export interface paths {
          *     carry the provider's issuer, the service's client id for that
          *     provider as audience (and as `azp` when there are several
          *     audiences), an expiry in the future, an `iat` neither in the future
-         *     nor more than 24 hours ago and, when `nonce` is sent, that nonce.
-         *     The account is found or created as in the redirect flow.
+         *     nor more than 24 hours ago and, when `nonce` is sent, that nonce
+         *     (a token that carries a `nonce` claim is refused when the request
+         *     sends none). The account is found or created as in the redirect flow.
+         *
+         *     An ID token signs in once: the service keeps a record of each token
+         *     that opened a session (the SHA-256 of its signed part, in the
+         *     database, so every instance sees it) until the token could no longer
+         *     be taken, and a second presentation is `401 ID_TOKEN_INVALID`;
+         *     concurrent presentations open exactly one session. A presentation
+         *     that opens no session (the account is refused, the service fails)
+         *     does not use the token up.
          *
          *     `401 ID_TOKEN_INVALID` for any token that fails a check; GitHub has
          *     no ID tokens. See `client_type` for where the refresh token goes.
@@ -482,7 +504,12 @@ export interface paths {
          *     When more than one sign-up was made for the address before it was
          *     verified, the verification opens a session but sets no password (see
          *     `POST /api/auth/users`); the user sets one with
-         *     `POST /api/auth/password`.
+         *     `POST /api/auth/password`. The sign-up's password is proven only when
+         *     the request carries that sign-up's binding (the `sign_up_binding`
+         *     cookie, or `signUpBinding` in the body); otherwise it is unproven and
+         *     goes the next time the mailbox is proven another way (see
+         *     `POST /api/auth/users`). A binding that does not match changes
+         *     nothing else: the verification succeeds all the same.
          *
          *     A wrong, expired, already used or unknown code or token, and a code
          *     paired with an unknown address, all receive the same answer,
@@ -1093,6 +1120,13 @@ export interface paths {
          *       this way (600 by default, counted on every instance together when
          *       Redis is configured); beyond, `429 RATE_LIMITED` with `Retry-After`.
          *       A socket's own publishes have their own budget.
+         *     - While the fan-out between instances (Redis with
+         *       `REALTIME_ADAPTER=redis`, PostgreSQL's notifications with
+         *       `postgres`) cannot deliver, or too many publishes are waiting on
+         *       this instance, the answer is `503 SERVICE_UNAVAILABLE` with
+         *       `Retry-After`, as while the database is away: the message is
+         *       neither delivered nor kept in history. A `201` means the message
+         *       is on its way to every subscriber.
          */
         post: operations["publishRealtimeMessage"];
         delete?: never;
@@ -1132,7 +1166,7 @@ export interface components {
          *     | `OAUTH_ACCOUNT_UNVERIFIED` | 409 | An account with the provider's address exists but its address is not verified, so it is not linked. |
          *     | `OAUTH_PROVIDER_ERROR` | 302 | Only in a callback's `?error=`: the provider answered with an error, or its answer did not pass the checks. |
          *     | `ACCESS_DENIED` | 302 | Only in a callback's `?error=`: the person refused at the provider. |
-         *     | `ID_TOKEN_INVALID` | 401 | The ID token's signature, issuer, audience, expiry or nonce is wrong. |
+         *     | `ID_TOKEN_INVALID` | 401 | The ID token's signature, issuer, audience, expiry or nonce is wrong, or it was already used to sign in. |
          *     | `NOT_FOUND` | 404 | No route or resource matches the request. |
          *     | `CHANNEL_ALREADY_EXISTS` | 409 | A realtime channel with this pattern exists already. |
          *     | `LAST_ADMIN` | 409 | Deleting, demoting or disabling accounts would leave no enabled administrator; nothing was changed. |
@@ -1189,7 +1223,13 @@ export interface components {
             provider: components["schemas"]["OAuthProviderName"];
             /** @description The ID token (a signed JWT, in its compact form) the provider issued to the app. */
             token: string;
-            /** @description The nonce the app asked the provider to put in the token; when sent, the token must carry it. */
+            /**
+             * @description The nonce the app asked the provider to put in the token, as the
+             *     token carries it (compared exactly). When sent, the token must
+             *     carry this nonce; when the token carries a nonce, it must be sent
+             *     (a token issued for a sign-in that asked for a nonce is refused
+             *     without it).
+             */
             nonce?: string;
         };
         Health: {
@@ -1324,7 +1364,15 @@ export interface components {
             email: string;
             /** @description Password for the account, 8 to 256 characters. */
             password: string;
-            /** @description Display name, stored as `profile.name`. */
+            /**
+             * @description Display name, stored as `profile.name`. Control characters (U+0000-U+001F, U+007F-U+009F), line and
+             *     paragraph separators, bidirectional controls (U+061C, U+200E,
+             *     U+200F, U+202A-U+202E, U+2066-U+2069) and invisible format
+             *     characters (U+00AD, U+180E, U+200B, U+2060-U+206F, U+FEFF,
+             *     U+FFF9-U+FFFB) are refused with `400 INVALID_INPUT`; the zero-width
+             *     joiner and non-joiner (emoji sequences, Persian and Indic scripts)
+             *     are accepted.
+             */
             name?: string;
             redirectTo?: components["schemas"]["RedirectTo"];
         };
@@ -1355,7 +1403,16 @@ export interface components {
             requireEmailVerification: true;
             /** @description Always `null`; no session exists until the address is verified. */
             accessToken: null;
+            signUpBinding?: components["schemas"]["SignUpBinding"];
         };
+        /**
+         * @description The binding of this sign-up (256 random bits, base64url). Send it
+         *     back with the verification (`signUpBinding` in the verify body, or
+         *     the `sign_up_binding` cookie web clients got) to prove that the
+         *     password's chooser holds the mailbox; without it the password is
+         *     unproven (see `POST /api/auth/users`).
+         */
+        SignUpBinding: string;
         SignInRequest: {
             /** Format: email */
             email: string;
@@ -1374,7 +1431,16 @@ export interface components {
             email: string;
             /** @description The 6-digit code from the email. */
             otp: string;
-            /** @description Display name (`profile.name`) of the account, used only when the code creates it. */
+            /**
+             * @description Display name (`profile.name`) of the account, used only when the
+             *     code creates it. Control characters (U+0000-U+001F, U+007F-U+009F), line and
+             *     paragraph separators, bidirectional controls (U+061C, U+200E,
+             *     U+200F, U+202A-U+202E, U+2066-U+2069) and invisible format
+             *     characters (U+00AD, U+180E, U+200B, U+2060-U+206F, U+FEFF,
+             *     U+FFF9-U+FFFB) are refused with `400 INVALID_INPUT`; the zero-width
+             *     joiner and non-joiner (emoji sequences, Persian and Indic scripts)
+             *     are accepted.
+             */
             name?: string;
         };
         /**
@@ -1462,12 +1528,14 @@ export interface components {
              */
             email: string;
             redirectTo?: components["schemas"]["RedirectTo"];
+            signUpBinding?: components["schemas"]["SignUpBinding"];
         };
         /** With a link token */
         VerifyEmailWithLink: {
             /** @description The 64-character hexadecimal token of the emailed link (`?token=`), sent without `email`. */
             otp: string;
             redirectTo?: components["schemas"]["RedirectTo"];
+            signUpBinding?: components["schemas"]["SignUpBinding"];
         };
         SendVerificationRequest: {
             /**
@@ -1514,7 +1582,15 @@ export interface components {
          *     merge the profile holds at most 50 fields and 4096 bytes of JSON.
          */
         ProfileUpdate: {
-            /** @description Display name; `null` removes it. */
+            /**
+             * @description Display name; `null` removes it. Control characters (U+0000-U+001F, U+007F-U+009F), line and
+             *     paragraph separators, bidirectional controls (U+061C, U+200E,
+             *     U+200F, U+202A-U+202E, U+2066-U+2069) and invisible format
+             *     characters (U+00AD, U+180E, U+200B, U+2060-U+206F, U+FEFF,
+             *     U+FFF9-U+FFFB) are refused with `400 INVALID_INPUT`; the zero-width
+             *     joiner and non-joiner (emoji sequences, Persian and Indic scripts)
+             *     are accepted.
+             */
             name?: string | null;
             /**
              * Format: uri
@@ -1799,7 +1875,10 @@ export interface components {
             /**
              * @description Any JSON object without a `meta` property (the service adds it).
              *     Objects and arrays in it nest at most 32 levels deep counted from
-             *     the request body: the body is level 1, `payload` level 2.
+             *     the request body: the body is level 1, `payload` level 2. No
+             *     object in it, at any depth, may have a key named `__proto__`,
+             *     `constructor` or `prototype` (`400 INVALID_INPUT`, naming the
+             *     key's path), as on the socket.
              */
             payload: {
                 [key: string]: unknown;
@@ -2164,6 +2243,23 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description `SERVICE_UNAVAILABLE`, answered at once: the service is checking as
+         *     many passwords as it can and its queue of password hashes (shared by
+         *     sign-up, password sign-in, password reset and change) has no place
+         *     for this request, or the client's network (an IPv6 /48, an IPv4 /24)
+         *     already holds its share of that queue; or the database does not
+         *     answer. Retry after the seconds in `Retry-After`.
+         */
+        PasswordHashingUnavailable: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description `PROVIDER_TIMEOUT`: the upstream provider did not answer in time. */
         GatewayTimeout: {
             headers: {
@@ -2261,9 +2357,22 @@ export interface components {
          * @example pzRr3YP0PxKdC6W0P3u_r5AnV17-IeYpnDKdYN6nD94
          */
         RefreshCookie: string;
+        /**
+         * @description The binding of a web client's sign-up (HttpOnly, `Path=/`, as long as
+         *     a verification link lives), sent back by the browser with the
+         *     verification; see `POST /api/auth/users`.
+         */
+        SignUpBindingCookie: components["schemas"]["SignUpBinding"];
     };
     requestBodies: never;
     headers: {
+        /**
+         * @description Web clients only: the sign-up's binding in the cookie
+         *     `sign_up_binding` (`HttpOnly; Path=/`, `Secure`, `SameSite` and
+         *     `Domain` as for the refresh cookie, `Max-Age` the link lifetime).
+         * @example sign_up_binding=4cQ1nT7cZx0oVQhYk1b0wUeP6E9rKmQ2sJ8dLfA3gHc; Max-Age=86400; Path=/; HttpOnly; Secure; SameSite=Lax
+         */
+        SetSignUpBindingCookie: string;
         /**
          * @description Web clients only: sets the rotated refresh token in the cookie
          *     `refresh_token` with `HttpOnly; Secure; SameSite=Lax; Path=/api/auth`
@@ -2538,13 +2647,15 @@ export interface operations {
              */
             202: {
                 headers: {
+                    "Set-Cookie": components["headers"]["SetSignUpBindingCookie"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
                      *       "requireEmailVerification": true,
-                     *       "accessToken": null
+                     *       "accessToken": null,
+                     *       "signUpBinding": "4cQ1nT7cZx0oVQhYk1b0wUeP6E9rKmQ2sJ8dLfA3gHc"
                      *     }
                      */
                     "application/json": components["schemas"]["SignUpAccepted"];
@@ -2594,7 +2705,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["PasswordHashingUnavailable"];
         };
     };
     deleteUsers: {
@@ -2836,7 +2947,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["PasswordHashingUnavailable"];
         };
     };
     getOAuthAuthorizationUrl: {
@@ -3113,7 +3224,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `ID_TOKEN_INVALID`: the token's signature, issuer, audience, expiry or nonce is wrong. */
+            /** @description `ID_TOKEN_INVALID`: the token's signature, issuer, audience, expiry or nonce is wrong, or the token was already used. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3201,7 +3312,14 @@ export interface operations {
             };
             header?: never;
             path?: never;
-            cookie?: never;
+            cookie?: {
+                /**
+                 * @description The binding of a web client's sign-up (HttpOnly, `Path=/`, as long as
+                 *     a verification link lives), sent back by the browser with the
+                 *     verification; see `POST /api/auth/users`.
+                 */
+                sign_up_binding?: components["parameters"]["SignUpBindingCookie"];
+            };
         };
         requestBody: {
             content: {
@@ -3396,7 +3514,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["PasswordHashingUnavailable"];
         };
     };
     refreshSession: {
@@ -3623,7 +3741,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["PasswordHashingUnavailable"];
         };
     };
     getCurrentSession: {
