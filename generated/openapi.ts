@@ -709,6 +709,16 @@ export interface paths {
          *     exchanged gets `401 REFRESH_TOKEN_REUSED`, and the whole session is
          *     revoked: every token of that session stops working, and the user has
          *     to sign in again.
+         *
+         *     **Reuse interval.** For `REFRESH_TOKEN_REUSE_INTERVAL_SECONDS` (10 by
+         *     default) after a refresh token was exchanged, presenting it again
+         *     (a retry whose answer was lost, a second tab refreshing with the same
+         *     cookie at the same moment) is not reuse: while the session is live,
+         *     the answer is `200` with a fresh access token and the session's
+         *     current refresh token (the same one the first answer carried, unless
+         *     it was exchanged meanwhile), and nothing else changes. After the
+         *     interval it is reuse as above; after the session ended it is refused
+         *     (`401 REFRESH_TOKEN_REUSED`).
          */
         post: operations["refreshSession"];
         delete?: never;
@@ -2353,7 +2363,14 @@ export interface components {
         /**
          * @description The refresh token of a web client, set by the service as an HttpOnly
          *     cookie scoped to `/api/auth`. Browsers send it automatically; it is not
-         *     readable by page scripts.
+         *     readable by page scripts. A browser may send several `refresh_token`
+         *     cookies (one planted by another host of the site on a longer path,
+         *     such as `/api/auth/refresh`, comes first): refresh and logout look at
+         *     each one sent (at most 4), in order, and use the first whose session
+         *     matches the client type and the `X-CSRF-Token` header, so a planted
+         *     cookie cannot block the session. Every answer that sets or clears the
+         *     cookie also expires its variants on `/api/auth/`,
+         *     `/api/auth/refresh` and `/api/auth/logout`.
          * @example pzRr3YP0PxKdC6W0P3u_r5AnV17-IeYpnDKdYN6nD94
          */
         RefreshCookie: string;
@@ -2380,13 +2397,14 @@ export interface components {
          *     and `Domain`; `SameSite=None` comes with `Partitioned`) and the
          *     session's remaining lifetime (30 days at most). Further
          *     `refresh_token` lines, before it, expire the cookie's variants under
-         *     other settings (`Max-Age=0`); the last `refresh_token` line is the
-         *     cookie itself. Absent for mobile and desktop clients.
+         *     other settings and on the longer paths under `/api/auth` that refresh
+         *     and logout requests carry (`Max-Age=0`); the last `refresh_token` line
+         *     is the cookie itself. Absent for mobile and desktop clients.
          * @example refresh_token=pzRr3YP0PxKdC6W0P3u_r5AnV17-IeYpnDKdYN6nD94; Max-Age=2592000; Path=/api/auth; HttpOnly; Secure; SameSite=Lax
          */
         SetRefreshCookie: string;
         /**
-         * @description Web clients only, clears the cookie `refresh_token` (empty value, `Max-Age=0`), and its variants under other settings.
+         * @description Web clients only, clears the cookie `refresh_token` (empty value, `Max-Age=0`), and its variants under other settings and on the longer paths under `/api/auth` that refresh and logout requests carry.
          * @example refresh_token=; Max-Age=0; Path=/api/auth; HttpOnly; Secure; SameSite=Lax
          */
         ClearRefreshCookie: string;
@@ -3549,7 +3567,14 @@ export interface operations {
                 /**
                  * @description The refresh token of a web client, set by the service as an HttpOnly
                  *     cookie scoped to `/api/auth`. Browsers send it automatically; it is not
-                 *     readable by page scripts.
+                 *     readable by page scripts. A browser may send several `refresh_token`
+                 *     cookies (one planted by another host of the site on a longer path,
+                 *     such as `/api/auth/refresh`, comes first): refresh and logout look at
+                 *     each one sent (at most 4), in order, and use the first whose session
+                 *     matches the client type and the `X-CSRF-Token` header, so a planted
+                 *     cookie cannot block the session. Every answer that sets or clears the
+                 *     cookie also expires its variants on `/api/auth/`,
+                 *     `/api/auth/refresh` and `/api/auth/logout`.
                  * @example pzRr3YP0PxKdC6W0P3u_r5AnV17-IeYpnDKdYN6nD94
                  */
                 refresh_token?: components["parameters"]["RefreshCookie"];
@@ -3640,7 +3665,14 @@ export interface operations {
                 /**
                  * @description The refresh token of a web client, set by the service as an HttpOnly
                  *     cookie scoped to `/api/auth`. Browsers send it automatically; it is not
-                 *     readable by page scripts.
+                 *     readable by page scripts. A browser may send several `refresh_token`
+                 *     cookies (one planted by another host of the site on a longer path,
+                 *     such as `/api/auth/refresh`, comes first): refresh and logout look at
+                 *     each one sent (at most 4), in order, and use the first whose session
+                 *     matches the client type and the `X-CSRF-Token` header, so a planted
+                 *     cookie cannot block the session. Every answer that sets or clears the
+                 *     cookie also expires its variants on `/api/auth/`,
+                 *     `/api/auth/refresh` and `/api/auth/logout`.
                  * @example pzRr3YP0PxKdC6W0P3u_r5AnV17-IeYpnDKdYN6nD94
                  */
                 refresh_token?: components["parameters"]["RefreshCookie"];

@@ -2,16 +2,22 @@
 // database: which account a provider identity signs in to, and every refusal. The full flows through
 // a real OpenID Provider are in test/oauth.test.ts.
 import t from 'tap';
-import { accountForIdentity } from '../src/auth/oauth/identity-accounts.ts';
+import { accountForIdentity as accountFor } from '../src/auth/oauth/identity-accounts.ts';
 import type { ProviderIdentity } from '../src/auth/oauth/provider-clients.ts';
+import { createUnprovenPasswords } from '../src/auth/unproven-password.ts';
+import { systemClock } from '../src/clock.ts';
 import { loadConfig } from '../src/config.ts';
 import * as users from '../src/db/repositories/users.ts';
 import { buildTestApp } from './helpers/app.ts';
 
 const { database } = await buildTestApp(t);
 const db = database.handle.db;
-const open = { db, config: loadConfig({ NODE_ENV: 'test' }) };
-const closed = { db, config: loadConfig({ NODE_ENV: 'test', ALLOW_SIGN_UP: 'false' }) };
+const open = { db, config: loadConfig({ NODE_ENV: 'test' }), clock: systemClock };
+const closed = { db, config: loadConfig({ NODE_ENV: 'test', ALLOW_SIGN_UP: 'false' }), clock: systemClock };
+// No account here holds an unproven password (test/unproven-password.test.ts has those).
+const unproven = createUnprovenPasswords({ revoked: () => {} }, { send: () => {} });
+const accountForIdentity = (deps: typeof open, provider: string, id: ProviderIdentity) =>
+  accountFor(deps, provider, id, unproven);
 
 const identity = (subject: string, email: string | undefined, emailVerified = true): ProviderIdentity => ({
   subject,

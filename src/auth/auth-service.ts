@@ -81,7 +81,7 @@ export function createAuthService(deps: AuthDeps) {
     logoutByAccessToken: createAccessTokenLogout(deps, sessions),
     changePassword: createChangePassword(deps, sessions),
     currentUser,
-    oauth: createOAuthSignIn(deps, sessions),
+    oauth: createOAuthSignIn(deps, sessions, mail),
     ensureAdmin: createAdminAccount(deps, sessions),
     profiles: createProfiles(deps),
     administration: createUserAdministration(deps, sessions),

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import { releaseEmailSend } from '../db/repositories/address-limits.ts';
+import { type EmailClaim, releaseEmailSend } from '../db/repositories/address-limits.ts';
 import type { Database } from '../db/schema.ts';
 import type { Mailer, MailMessage } from '../mail/mailer.ts';
 
@@ -8,6 +8,8 @@ import type { Mailer, MailMessage } from '../mail/mailer.ts';
 export interface SendClaim {
   requester: string;
   claimedAt: Date;
+  /** The budget it came from (the address's daily budget when not given). */
+  claim?: EmailClaim | undefined;
 }
 
 /**
@@ -18,12 +20,14 @@ export interface SendClaim {
 export function createBackgroundMail(mailer: Mailer, db: Kysely<Database>, log: FastifyBaseLogger) {
   const pending = new Set<Promise<void>>();
   return {
-    send(message: MailMessage, claim: SendClaim): void {
+    /** Sends `message`; `claim` is the email limits' claim it went out under (none for security notices). */
+    send(message: MailMessage, claim: SendClaim | undefined): void {
       const sending: Promise<void> = mailer
         .send(message)
         .catch(async (err: Error) => {
           log.error({ err: { message: err.message }, to: message.to }, 'sending email failed');
-          await releaseEmailSend(db, message.to, claim.requester, claim.claimedAt).catch(() => {});
+          if (claim === undefined) return;
+          await releaseEmailSend(db, message.to, claim.requester, claim.claimedAt, claim.claim).catch(() => {});
         })
         .finally(() => pending.delete(sending));
       pending.add(sending);

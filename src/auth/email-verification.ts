@@ -84,7 +84,8 @@ export function createEmailVerification(
     const requester = requesterOf(client);
     const code = codes.next(now);
     const sent = await db.transaction().execute(async (trx) => {
-      if (!(await addressLimits.claimEmailSend(trx, email, requester, now, EMAIL_LIMITS))) return 'limited' as const;
+      const claimant = { requester, kind: 'verification' as const };
+      if (!(await addressLimits.claimEmailSend(trx, email, claimant, now, EMAIL_LIMITS))) return 'limited' as const;
       return verifications.reissueVerification(trx, email, code.stored(email), now);
     });
     if (sent === 'limited') return deps.mailer.notSent(email, EMAIL_LIMITED);
@@ -125,14 +126,23 @@ export function createEmailVerification(
   /**
    * Consumes a checked code or link and proves the mailbox, in `trx`. The pending password becomes
    * the account's only when a single sign-up asked for it; after competing sign-ups the account has
-   * none until its owner sets one. Returns the verified account, and whether its password is set.
+   * none until its owner sets one. The password is proven when one of `bindings` (what the client
+   * carried: see sign-up-binding.ts) is the binding of the sign-up that chose it; otherwise it is
+   * unproven from now on (unproven-password.ts). Returns the verified account, and whether its
+   * password is set.
    */
-  async function consume(trx: Transaction<Database>, v: verifications.VerificationRow, now: Date) {
+  async function consume(
+    trx: Transaction<Database>,
+    v: verifications.VerificationRow,
+    now: Date,
+    bindings: readonly string[],
+  ) {
     // The row as consumed: a sign-up that competed after the code was read still counts.
     const consumed = await verifications.consumeVerification(trx, v, now);
     if (consumed === undefined) throw invalidOtp();
     const password = consumed.contested ? null : (consumed.pending_password_hash ?? undefined);
-    await users.markEmailVerified(trx, consumed.user_id, password);
+    const proven = bindings.some((b) => constantTimeEqual(sha256Hex(b), consumed.binding_hash ?? ''));
+    await users.markEmailVerified(trx, consumed.user_id, password, proven ? null : now);
     const user = await users.findUserById(trx, consumed.user_id);
     // A disabled account is not verified and gets no session: the answer of a wrong code, and
     // the rollback leaves the code unused.
@@ -144,10 +154,13 @@ export function createEmailVerification(
   async function verifyEmail(
     input: { otp: string; email: string } | { otp: string },
     client: ClientInfo,
+    bindings: readonly string[] = [],
   ): Promise<IssuedSession> {
     const v = 'email' in input ? await checkCode(input.email, input.otp) : await checkLink(input.otp);
     const now = clock.now();
-    return db.transaction().execute(async (trx) => sessions.start((await consume(trx, v, now)).user, client, trx));
+    return db
+      .transaction()
+      .execute(async (trx) => sessions.start((await consume(trx, v, now, bindings)).user, client, trx));
   }
 
   /**
@@ -155,10 +168,12 @@ export function createEmailVerification(
    * which belongs to no app that could use one. The same checks and answers as verifyEmail. Says
    * whether the account has a password to sign in with (none after competing sign-ups).
    */
-  async function confirmEmail(token: string): Promise<{ hasPassword: boolean }> {
+  async function confirmEmail(token: string, bindings: readonly string[] = []): Promise<{ hasPassword: boolean }> {
     const v = await checkLink(token);
     const now = clock.now();
-    return db.transaction().execute(async (trx) => ({ hasPassword: (await consume(trx, v, now)).hasPassword }));
+    return db
+      .transaction()
+      .execute(async (trx) => ({ hasPassword: (await consume(trx, v, now, bindings)).hasPassword }));
   }
 
   return { sendVerification, verifyEmail, confirmEmail };

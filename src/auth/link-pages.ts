@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.ts';
 import { toErrorResponse } from '../errors.ts';
 import { FORM_PAGE_CSP } from '../security-headers.ts';
@@ -78,8 +78,11 @@ export interface LinkPage {
   invalid: string;
   /** Shown when the work failed for another reason (a busy database, say). */
   retry: string;
-  /** Does the page's work with the posted form: an error that sends the form back, or the message of success. */
-  submit(token: string, fields: URLSearchParams): Promise<{ error: string } | { done: string }>;
+  /**
+   * Does the page's work with the posted form (and the request, for its cookies): an error that
+   * sends the form back, or the message of success.
+   */
+  submit(token: string, fields: URLSearchParams, request: FastifyRequest): Promise<{ error: string } | { done: string }>;
 }
 
 /**
@@ -115,7 +118,7 @@ export async function registerLinkPage(app: FastifyInstance, config: Readonly<Co
       const redirect = safeRedirect(config, fields.get('redirect_to') ?? undefined);
       let outcome: { error: string } | { done: string };
       try {
-        outcome = await page.submit(token, fields);
+        outcome = await page.submit(token, fields, request);
       } catch (err) {
         const { body } = toErrorResponse(err);
         if (body.error === 'INVALID_OTP') return send(reply, 400, message(page.invalid, true));

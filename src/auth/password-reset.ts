@@ -11,12 +11,15 @@ import {
   EMAIL_LIMITS,
   inSeconds,
   invalidOtp,
+  knownDeviceFor,
+  offersDevice,
   requesterOf,
 } from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
 import { hashPassword, newHexToken, newOtpCode, sha256Hex } from './crypto.ts';
 import type { EmailCodeChecks } from './email-codes.ts';
 import type { SessionIssuer } from './session-issuer.ts';
+import { createUnprovenPasswords } from './unproven-password.ts';
 
 /** The link of a reset email: the reset page (the service's or the app's) with the token, and the allowed redirect. */
 export function resetLink(page: string, token: string, redirectTo: string | undefined): string {
@@ -38,6 +41,7 @@ export function createPasswordReset(
   codes: EmailCodeChecks,
 ) {
   const { db, config, clock, signInThrottle } = deps;
+  const unproven = createUnprovenPasswords(issuer, mail);
 
   /**
    * Emails a fresh code and link to the account with this address unless it has none or is
@@ -47,7 +51,7 @@ export function createPasswordReset(
    */
   async function sendPasswordReset(
     emailInput: string,
-    client: Pick<ClientInfo, 'ip'>,
+    client: Pick<ClientInfo, 'ip' | 'devices'>,
     redirectTo: string | undefined,
   ): Promise<void> {
     const email = emailInput.toLowerCase();
@@ -55,8 +59,13 @@ export function createPasswordReset(
     const requester = requesterOf(client);
     const code = newOtpCode();
     const token = newHexToken();
+    let claim: addressLimits.EmailClaim | undefined;
     const sent = await db.transaction().execute(async (trx) => {
-      if (!(await addressLimits.claimEmailSend(trx, email, requester, now, EMAIL_LIMITS))) return 'limited' as const;
+      // A device that signed in to the address's account has a budget of its own (known-device.ts).
+      const userId = offersDevice(client, now) ? await addressLimits.accountIdOf(trx, email) : undefined;
+      const device = knownDeviceFor(deps.keys, client, userId, now);
+      claim = await addressLimits.claimEmailSend(trx, email, { requester, device, kind: 'reset' }, now, EMAIL_LIMITS);
+      if (claim === undefined) return 'limited' as const;
       return emailCodes.issueResetCode(
         trx,
         email,
@@ -74,6 +83,7 @@ export function createPasswordReset(
     mail.send(passwordResetEmail(email, code, link, Math.round(config.emailOtpTtlSeconds / 60)), {
       requester,
       claimedAt: now,
+      claim,
     });
   }
 
@@ -102,7 +112,9 @@ export function createPasswordReset(
    * the token is taken (deleted) first, so of two resets with one token exactly one goes on; the
    * address is marked verified; every other reset, sign-in and verification code of the account
    * is deleted (a competing sign-up's pending password with them); every session ends, on every
-   * instance. A token of a disabled account is spent and refused like an unknown one.
+   * instance. A password left unproven by a verification goes with every provider identity linked
+   * since, and the owner is told (unproven-password.ts). A token of a disabled account is spent and
+   * refused like an unknown one.
    */
   async function resetPassword(tokenInput: string, newPassword: string): Promise<void> {
     // Hashed first: the slow part never runs while the account's row is locked.
@@ -113,14 +125,16 @@ export function createPasswordReset(
       if (taken === undefined) return undefined;
       const user = await accounts.lockUserById(trx, taken.user_id);
       if (user === undefined || user.disabled_at !== null) return undefined;
+      const removal = await unproven.removeOnProof(trx, user, 'password reset', now);
       await accounts.setPasswordAfterReset(trx, user.id, hash);
       await emailCodes.deleteAccountCodes(trx, user.id, user.email);
       await verifications.deleteVerifications(trx, user.id);
       const ended = await sessions.revokeUserSessions(trx, user.id, now);
-      return { email: user.email, ended };
+      return { email: user.email, ended, removal };
     });
     if (done === undefined) throw invalidOtp();
     issuer.revoked(done.ended);
+    unproven.announce(done.removal);
     // The mailbox's owner chose this password: failed guesses by others must not hold them back.
     await signInThrottle.recordSuccess(done.email);
   }

@@ -13,6 +13,8 @@ import {
   EMAIL_LIMITS,
   inSeconds,
   invalidOtp,
+  knownDeviceFor,
+  offersDevice,
   requesterOf,
 } from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
@@ -20,6 +22,7 @@ import { newOtpCode } from './crypto.ts';
 import type { EmailCodeChecks } from './email-codes.ts';
 import type { IssuedSession, SessionIssuer } from './session-issuer.ts';
 import { signInThrottledError } from './sign-in-throttle.ts';
+import { createUnprovenPasswords, type UnprovenPasswordRemoval } from './unproven-password.ts';
 
 /** Passwordless sign-in: a 6-digit code by email, then a session for it (an account for a new address). */
 export function createPasswordlessSignIn(
@@ -29,6 +32,7 @@ export function createPasswordlessSignIn(
   codes: EmailCodeChecks,
 ) {
   const { db, config, clock, signInThrottle } = deps;
+  const unproven = createUnprovenPasswords(issuer, mail);
 
   /**
    * Emails a fresh sign-in code (voiding the one before) to any address but a disabled account's,
@@ -36,7 +40,7 @@ export function createPasswordlessSignIn(
    * claimed and the same statements run for every address, and the email goes out after the
    * answer, so that nothing tells the cases apart.
    */
-  async function sendSignInCode(emailInput: string, client: Pick<ClientInfo, 'ip'>): Promise<void> {
+  async function sendSignInCode(emailInput: string, client: Pick<ClientInfo, 'ip' | 'devices'>): Promise<void> {
     const email = emailInput.toLowerCase();
     const now = clock.now();
     const requester = requesterOf(client);
@@ -45,13 +49,22 @@ export function createPasswordlessSignIn(
       codeHmac: codes.codeHmac('sign_in', email, code),
       expiresAt: inSeconds(now, config.emailOtpTtlSeconds),
     };
+    let claim: addressLimits.EmailClaim | undefined;
     const sent = await db.transaction().execute(async (trx) => {
-      if (!(await addressLimits.claimEmailSend(trx, email, requester, now, EMAIL_LIMITS))) return 'limited' as const;
+      // A device that signed in to the address's account has a budget of its own (known-device.ts).
+      const userId = offersDevice(client, now) ? await addressLimits.accountIdOf(trx, email) : undefined;
+      const device = knownDeviceFor(deps.keys, client, userId, now);
+      claim = await addressLimits.claimEmailSend(trx, email, { requester, device, kind: 'sign_in' }, now, EMAIL_LIMITS);
+      if (claim === undefined) return 'limited' as const;
       return emailCodes.issueSignInCode(trx, email, stored, config.allowSignUp, now);
     });
     if (sent === 'limited') return deps.mailer.notSent(email, EMAIL_LIMITED);
     if (!sent) return deps.mailer.notSent(email, 'sign-in by email code is not available for this address');
-    mail.send(signInCodeEmail(email, code, Math.round(config.emailOtpTtlSeconds / 60)), { requester, claimedAt: now });
+    mail.send(signInCodeEmail(email, code, Math.round(config.emailOtpTtlSeconds / 60)), {
+      requester,
+      claimedAt: now,
+      claim,
+    });
   }
 
   /**
@@ -59,14 +72,17 @@ export function createPasswordlessSignIn(
    * session in the same transaction. A new address becomes a verified account without a password
    * (when sign-ups are allowed); an account whose address was not verified is verified, loses any
    * password it held or waited for (the code proves the mailbox, not who signed up before) and
-   * its earlier sessions end. A disabled account, and a new address while sign-ups are not
-   * allowed, are refused like a wrong code.
+   * its earlier sessions end; so does a verified account's unproven password (unproven-password.ts).
+   * A disabled account, and a new address while sign-ups are not allowed, are refused like a wrong
+   * code.
    */
   async function consume(
     row: emailCodes.EmailCodeRow,
     input: { email: string; name?: string | undefined },
     client: ClientInfo,
-  ): Promise<{ session: IssuedSession; ended: string[] } | undefined> {
+  ): Promise<
+    { session: IssuedSession; ended: string[]; removal: UnprovenPasswordRemoval | undefined } | undefined
+  > {
     const { email } = input;
     const now = clock.now();
     return db.transaction().execute(async (trx) => {
@@ -86,9 +102,10 @@ export function createPasswordlessSignIn(
         await verifications.deleteVerifications(trx, account.id);
         ended = await sessions.revokeUserSessions(trx, account.id, now);
       }
+      const removal = await unproven.removeOnProof(trx, account, 'sign-in code', now);
       const user = await users.findUserById(trx, account.id);
       if (user === undefined) return undefined;
-      return { session: await issuer.start(user, client, trx), ended };
+      return { session: await issuer.start(user, client, trx), ended, removal };
     });
   }
 
@@ -101,7 +118,10 @@ export function createPasswordlessSignIn(
     client: ClientInfo,
   ): Promise<IssuedSession> {
     const email = input.email.toLowerCase();
-    const wait = await signInThrottle.beginAttempt(email);
+    // A known device of the account has a back-off of its own (known-device.ts).
+    const userId = offersDevice(client, clock.now()) ? await addressLimits.accountIdOf(db, email) : undefined;
+    const device = knownDeviceFor(deps.keys, client, userId, clock.now());
+    const wait = await signInThrottle.beginAttempt(email, device);
     if (wait !== undefined) {
       deps.events?.signInThrottled();
       throw signInThrottledError(wait);
@@ -116,6 +136,7 @@ export function createPasswordlessSignIn(
       throw err;
     }
     issuer.revoked(outcome.ended);
+    unproven.announce(outcome.removal);
     await signInThrottle.recordSuccess(email);
     return outcome.session;
   }

@@ -5,11 +5,17 @@ import { ApiError } from '../errors.ts';
 import { existingAccountNotice } from '../mail/templates.ts';
 import { type AuthDeps, type ClientInfo, EMAIL_LIMITED, EMAIL_LIMITS, requesterOf } from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
-import { hashPassword } from './crypto.ts';
+import { hashPassword, newOpaqueToken, sha256Hex } from './crypto.ts';
 import type { CodeIssuer } from './email-verification.ts';
 import type { IssuedSession, SessionIssuer } from './session-issuer.ts';
 
-export type SignUpOutcome = { kind: 'verification-required' } | { kind: 'session'; session: IssuedSession };
+/**
+ * A session at once, or a verification email on its way. `binding` goes back to the client that
+ * signed up: a verification that carries it proves that the password's chooser holds the mailbox.
+ */
+export type SignUpOutcome =
+  | { kind: 'verification-required'; binding: string }
+  | { kind: 'session'; session: IssuedSession };
 
 /** Sign-up: an account and a session at once, or (the usual configuration) a verification email. */
 export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: BackgroundMail, codes: CodeIssuer) {
@@ -43,14 +49,18 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
     const requester = requesterOf(client);
     const code = codes.next(now);
     const unusable = codes.next(now, { unusable: true });
+    // Made for every sign-up, whatever the address, so that the answer tells nothing.
+    const binding = newOpaqueToken();
     const { account, mailable, pending } = await db.transaction().execute(async (trx) => {
       await users.insertUnverifiedUser(trx, input.email, input.name);
       await users.ensureEmailProvider(trx, input.email);
       const account = await users.findUserByEmail(trx, input.email);
-      const mailable = await addressLimits.claimEmailSend(trx, input.email, requester, now, EMAIL_LIMITS);
+      const claimant = { requester, kind: 'verification' as const };
+      const mailable = (await addressLimits.claimEmailSend(trx, input.email, claimant, now, EMAIL_LIMITS)) !== undefined;
       const pending = await verifications.recordSignUp(trx, {
         email: input.email,
         passwordHash: input.passwordHash,
+        bindingHash: sha256Hex(binding),
         fresh: mailable ? code.stored(input.email) : undefined,
         unusable: unusable.stored(input.email),
         now,
@@ -58,11 +68,11 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
       return { account, mailable, pending };
     });
     if (!mailable) deps.mailer.notSent(input.email, EMAIL_LIMITED);
-    if (!mailable || account === undefined) return { kind: 'verification-required' };
+    if (!mailable || account === undefined) return { kind: 'verification-required', binding };
     const claim = { requester, claimedAt: now };
     if (pending === undefined) mail.send(existingAccountNotice(input.email), claim);
     else mail.send(codes.email(input.email, code, pending.contested, redirectTo), claim);
-    return { kind: 'verification-required' };
+    return { kind: 'verification-required', binding };
   }
 
   /** `redirectTo` must already be allowed (redirects.ts); it rides in the verification link. */

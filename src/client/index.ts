@@ -48,6 +48,8 @@ const REFUSED = new Set([400, 401, 403]);
 
 const SESSION_RESULT = /\/api\/auth\/(sessions|email\/verify|refresh|users|oauth\/exchange|id-token)$/;
 const SESSION_END = /\/api\/auth\/logout$/;
+const SIGN_UP = /\/api\/auth\/users$/;
+const VERIFY = /\/api\/auth\/email\/verify$/;
 // A 401 from these is about credentials or refresh tokens, not the access token: never retry them.
 const NO_RETRY =
   /^\/api\/auth\/(sessions|users|email\/send-verification|email\/verify|refresh|logout|oauth\/exchange|id-token)$/;
@@ -62,6 +64,22 @@ export function createClient(options: ClientOptions) {
   };
   const changed = () => options.onTokens?.({ ...tokens });
   let refreshing: Promise<boolean> | undefined;
+  // The binding of this client's last sign-up, sent with the verification so that the password it
+  // chose counts as proven (web clients also hold it in a cookie, which third-party cookie blocking
+  // may drop).
+  let signUpBinding: string | undefined;
+
+  /** A verification request with this client's sign-up binding added to its body (unless it has one). */
+  async function withSignUpBinding(request: Request): Promise<Request> {
+    const path = new URL(request.url).pathname;
+    if (signUpBinding === undefined || request.method !== 'POST' || !VERIFY.test(path)) return request;
+    const body = (await request
+      .clone()
+      .json()
+      .catch(() => undefined)) as Record<string, unknown> | undefined;
+    if (body === undefined || typeof body !== 'object' || body === null || 'signUpBinding' in body) return request;
+    return new Request(request, { body: JSON.stringify({ ...body, signUpBinding }) });
+  }
 
   const authorised = (request: Request): Request => {
     const headers = new Headers(request.headers);
@@ -80,6 +98,15 @@ export function createClient(options: ClientOptions) {
       changed();
       return;
     }
+    if (SIGN_UP.test(path) && request.method === 'POST' && response.status === 202) {
+      const accepted = (await response
+        .clone()
+        .json()
+        .catch(() => undefined)) as { signUpBinding?: string } | undefined;
+      signUpBinding = accepted?.signUpBinding;
+      return;
+    }
+    if (VERIFY.test(path) && response.ok) signUpBinding = undefined;
     if (!SESSION_RESULT.test(path) || !response.ok || request.method !== 'POST') return;
     const body = (await response
       .clone()
@@ -122,7 +149,8 @@ export function createClient(options: ClientOptions) {
     return true;
   }
 
-  async function send(request: Request): Promise<Response> {
+  async function send(original: Request): Promise<Response> {
+    const request = await withSignUpBinding(original);
     const again = request.clone();
     const response = await baseFetch(authorised(request));
     await remember(request, response);

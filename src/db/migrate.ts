@@ -14,6 +14,9 @@ import * as m0011 from './migrations/0011_account_administration.ts';
 import * as m0012 from './migrations/0012_oauth.ts';
 import * as m0013 from './migrations/0013_realtime_recheck.ts';
 import * as m0014 from './migrations/0014_embedding_usage_end_user.ts';
+import * as m0015 from './migrations/0015_unproven_passwords.ts';
+import * as m0016 from './migrations/0016_known_device_emails.ts';
+import * as m0017 from './migrations/0017_id_token_uses.ts';
 import type { Database } from './schema.ts';
 
 /** Every migration, in order. Listed by hand so that no file-system scan happens at start-up. */
@@ -32,6 +35,9 @@ export const migrations: Record<string, Migration> = {
   '0012_oauth': m0012,
   '0013_realtime_recheck': m0013,
   '0014_embedding_usage_end_user': m0014,
+  '0015_unproven_passwords': m0015,
+  '0016_known_device_emails': m0016,
+  '0017_id_token_uses': m0017,
 };
 
 /**

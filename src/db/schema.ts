@@ -28,6 +28,11 @@ export interface UsersTable {
   role: ColumnType<Role, Role | undefined, Role>;
   /** When an administrator disabled the account; null while it is enabled. */
   disabled_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /**
+   * When a verification activated a sign-up's password without that sign-up's binding (migration
+   * 0015): the password may not be the mailbox owner's. Null for every other account.
+   */
+  password_unproven_since: ColumnType<Date | null, Date | null | undefined, Date | null>;
   created_at: ColumnType<Date, Date | undefined, never>;
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }
@@ -58,6 +63,15 @@ export interface OAuthCodesTable {
   created_at: Date;
 }
 
+/** ID tokens that opened a session (signInWithIdToken), kept until they could no longer be taken. */
+export interface OAuthIdTokenUsesTable {
+  /** SHA-256 (hex) of the token's signed part (header and payload). */
+  token_hash: string;
+  provider: string;
+  expires_at: Date;
+  created_at: Date;
+}
+
 export interface EmailVerificationsTable {
   user_id: string;
   code_hmac: string;
@@ -68,6 +82,8 @@ export interface EmailVerificationsTable {
   pending_password_hash: string | null;
   /** More than one sign-up was made for the address before it was verified: no password is activated. */
   contested: ColumnType<boolean, boolean | undefined, boolean>;
+  /** SHA-256 of the binding given to the client that made the pending sign-up (migration 0015). */
+  binding_hash: ColumnType<string | null, string | null | undefined, string | null>;
   consumed_at: Date | null;
   created_at: ColumnType<Date, Date | undefined, Date>;
 }
@@ -102,6 +118,17 @@ export interface EmailSendLogTable {
   window_started_at: Date;
   sent_in_window: ColumnType<number, number | undefined, number>;
   code_attempts_in_window: ColumnType<number, number | undefined, number>;
+  /** When the address last got a reset or sign-in email from the reserve (beyond the daily budget). */
+  reserve_sent_at: ColumnType<Date, Date | undefined, Date>;
+}
+
+/** Emails to one address asked for from one known device (signed in to the account before). */
+export interface EmailSendDevicesTable {
+  email: string;
+  device_id: string;
+  window_started_at: Date;
+  sent_in_window: ColumnType<number, number | undefined, number>;
+  last_sent_at: Date;
 }
 
 /** Emails to one address caused by one requester (client IP) in the current daily window. */
@@ -187,11 +214,13 @@ export interface Database {
   user_providers: UserProvidersTable;
   oauth_authorizations: OAuthAuthorizationsTable;
   oauth_codes: OAuthCodesTable;
+  oauth_id_token_uses: OAuthIdTokenUsesTable;
   email_verifications: EmailVerificationsTable;
   email_send_log: EmailSendLogTable;
   email_codes: EmailCodesTable;
   password_reset_tokens: PasswordResetTokensTable;
   email_send_requesters: EmailSendRequestersTable;
+  email_send_devices: EmailSendDevicesTable;
   sessions: SessionsTable;
   rotated_refresh_tokens: RotatedRefreshTokensTable;
   deleted_account_sessions: DeletedAccountSessionsTable;

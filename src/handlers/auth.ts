@@ -1,11 +1,18 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ClientInfo, IssuedSession } from '../auth/auth-service.ts';
+import { DEVICE_COOKIE, DEVICE_HEADER, DEVICE_TTL_SECONDS } from '../auth/known-device.ts';
 import { allowedRedirect } from '../auth/redirects.ts';
 import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import type { ClientType } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
-import { type RefreshBody, refreshTokenFromBody, verifiedBearerClaims } from './session-credentials.ts';
+import { cookieValues, type RefreshBody, refreshTokenFromBody, verifiedBearerClaims } from './session-credentials.ts';
+import {
+  clearSignUpBindingCookie,
+  presentedBindings,
+  SIGN_UP_BINDING_COOKIE,
+  setSignUpBindingCookie,
+} from './sign-up-binding.ts';
 import type { HandlersFor } from './types.ts';
 
 type AuthOperations =
@@ -23,7 +30,27 @@ export const REFRESH_COOKIE = 'refresh_token';
 const COOKIE_PATH = '/api/auth';
 
 export function clientInfo(request: FastifyRequest, clientType: ClientType | undefined): ClientInfo {
-  return { clientType: clientType ?? 'web', userAgent: request.headers['user-agent'] ?? null, ip: request.ip };
+  return {
+    clientType: clientType ?? 'web',
+    userAgent: request.headers['user-agent'] ?? null,
+    ip: request.ip,
+    devices: presentedDeviceSignals(request),
+  };
+}
+
+/** The device signals a request carries, unchecked: the device cookie (web) and the X-Device-Token header. */
+export function presentedDeviceSignals(request: FastifyRequest): (string | undefined)[] {
+  const header = request.headers[DEVICE_HEADER];
+  return [request.cookies[DEVICE_COOKIE], typeof header === 'string' ? header : undefined];
+}
+
+/**
+ * Sets the device cookie (known-device.ts): HttpOnly, scoped to the auth endpoints (where it is
+ * read: sign-in, send-otp, reset), with the refresh cookie's Secure, SameSite and Domain, valid as
+ * long as the signal it holds.
+ */
+function deviceCookieLine(config: Readonly<Config>, reply: FastifyReply, value: string): string {
+  return reply.server.serializeCookie(DEVICE_COOKIE, value, cookieOptions(config, DEVICE_TTL_SECONDS));
 }
 
 /**
@@ -37,18 +64,26 @@ function cookieOptions(config: Readonly<Config>, maxAge: number) {
   return variant(secure, sameSite, domain, sameSite === 'none', maxAge);
 }
 
+/**
+ * The paths under COOKIE_PATH that a refresh or logout request carries cookies of, besides
+ * COOKIE_PATH itself: a refresh_token cookie planted on one of them (cookie tossing) is sent before
+ * the service's own. Sign-in, refresh and logout answers expire them.
+ */
+const LONGER_COOKIE_PATHS = [`${COOKIE_PATH}/`, `${COOKIE_PATH}/refresh`, `${COOKIE_PATH}/logout`];
+
 function variant(
   secure: boolean,
   sameSite: 'lax' | 'strict' | 'none',
   domain: string | undefined,
   partitioned: boolean,
   maxAge: number,
+  path: string = COOKIE_PATH,
 ) {
   return {
     httpOnly: true,
     secure,
     sameSite,
-    path: COOKIE_PATH,
+    path,
     maxAge,
     ...(domain !== undefined ? { domain } : {}),
     ...(partitioned ? { partitioned: true } : {}),
@@ -57,9 +92,10 @@ function variant(
 
 /**
  * Sets the refresh cookie (`value`, or cleared when undefined) and expires the variants of it that
- * other settings would have made (host-only or COOKIE_DOMAIN's, partitioned or not): a browser that
- * got one before COOKIE_DOMAIN or COOKIE_SAMESITE changed holds it beside the current one and sends
- * it first, where it would fail the CSRF check of every refresh and logout. Written as Set-Cookie
+ * other settings would have made (host-only or COOKIE_DOMAIN's, partitioned or not), and every
+ * variant on the longer paths a refresh or logout carries (LONGER_COOKIE_PATHS): a browser that got
+ * one before COOKIE_DOMAIN or COOKIE_SAMESITE changed, or had one planted, holds it beside the
+ * current one and sends it first (refresh and logout try each one sent). Written as Set-Cookie
  * lines directly, in this order: the cookie plugin keeps one cookie per name, domain and path,
  * whatever the partition, so it would drop all but one of them.
  */
@@ -68,14 +104,16 @@ function setRefreshCookie(config: Readonly<Config>, reply: FastifyReply, value: 
     reply.server.serializeCookie(REFRESH_COOKIE, v, attributes);
   const { secure, sameSite, domain } = config.cookie;
   const lines: string[] = [];
-  for (const otherDomain of domain === undefined ? [undefined] : [undefined, domain]) {
-    for (const partitioned of [false, true]) {
-      if (otherDomain === domain && partitioned === (sameSite === 'none')) continue;
-      // A Partitioned cookie must be Secure and SameSite=None to be set, and so to be replaced.
-      const attributes = partitioned
-        ? variant(true, 'none', otherDomain, true, 0)
-        : variant(secure, 'lax', otherDomain, false, 0);
-      lines.push(serialize('', attributes));
+  for (const path of [COOKIE_PATH, ...LONGER_COOKIE_PATHS]) {
+    for (const otherDomain of domain === undefined ? [undefined] : [undefined, domain]) {
+      for (const partitioned of [false, true]) {
+        if (path === COOKIE_PATH && otherDomain === domain && partitioned === (sameSite === 'none')) continue;
+        // A Partitioned cookie must be Secure and SameSite=None to be set, and so to be replaced.
+        const attributes = partitioned
+          ? variant(true, 'none', otherDomain, true, 0, path)
+          : variant(secure, 'lax', otherDomain, false, 0, path);
+        lines.push(serialize('', attributes));
+      }
     }
   }
   // The cookie itself last: a browser without partitioned cookies takes a Partitioned line for the
@@ -98,32 +136,43 @@ export function sessionResult(
   const redirect = redirectTo ?? config.authRedirectUrl;
   // The cookie lives as long as the session still has (refreshing never extends a session).
   if (web) setRefreshCookie(config, reply, issued.refreshToken, issued.refreshTokenMaxAge);
+  // A session that opened: this device is now known to the account (cookie for web, body otherwise).
+  if (web && issued.deviceToken !== undefined) {
+    const lines = reply.getHeader('set-cookie');
+    const existing = lines === undefined ? [] : Array.isArray(lines) ? lines : [String(lines)];
+    reply.header('set-cookie', [...existing, deviceCookieLine(config, reply, issued.deviceToken)]);
+  }
   return {
     user: issued.user,
     accessToken: issued.accessToken,
     csrfToken: web ? issued.csrfToken : null,
     refreshToken: web ? null : issued.refreshToken,
+    ...(!web && issued.deviceToken !== undefined ? { deviceToken: issued.deviceToken } : {}),
     ...(redirect !== undefined ? { redirectTo: redirect } : {}),
   };
 }
 
-/** The refresh token a client presents, if any: the cookie for web, the body for mobile and desktop. */
-function offeredRefreshToken(request: FastifyRequest, clientType: ClientType, body: RefreshBody | undefined) {
-  const token = clientType === 'web' ? request.cookies[REFRESH_COOKIE] : refreshTokenFromBody(body);
-  return token === '' ? undefined : token;
+/**
+ * The refresh tokens a client presents: every refresh_token cookie for web (a planted one may come
+ * first: each is tried, see session-refresh.ts), the body's token for mobile and desktop.
+ */
+function offeredRefreshTokens(request: FastifyRequest, clientType: ClientType, body: RefreshBody | undefined) {
+  if (clientType === 'web') return cookieValues(request, REFRESH_COOKIE);
+  const token = refreshTokenFromBody(body);
+  return token === undefined || token === '' ? [] : [token];
 }
 
-/** The refresh token a client presents, or 401. */
-function presentedRefreshToken(request: FastifyRequest, clientType: ClientType, body: RefreshBody | undefined) {
-  const token = offeredRefreshToken(request, clientType, body);
-  if (token === undefined) {
+/** The refresh tokens a client presents (at least one), or 401. */
+function presentedRefreshTokens(request: FastifyRequest, clientType: ClientType, body: RefreshBody | undefined) {
+  const tokens = offeredRefreshTokens(request, clientType, body);
+  if (tokens.length === 0) {
     throw new ApiError(
       401,
       'REFRESH_TOKEN_INVALID',
       clientType === 'web' ? 'The refresh_token cookie is missing' : 'body.refreshToken is required',
     );
   }
-  return token;
+  return tokens;
 }
 
 /** Handlers of the `auth` tag. */
@@ -132,10 +181,12 @@ export function authHandlers(ctx: AppContext): HandlersFor<AuthOperations> {
   return {
     async createUser(request, reply) {
       const redirectTo = allowedRedirect(config, request.body.redirectTo);
-      const outcome = await auth.signUp(request.body, clientInfo(request, request.query.client_type), redirectTo);
+      const client = clientInfo(request, request.query.client_type);
+      const outcome = await auth.signUp(request.body, client, redirectTo);
       if (outcome.kind === 'verification-required') {
+        if (client.clientType === 'web') setSignUpBindingCookie(config, reply, outcome.binding);
         reply.code(202);
-        return { requireEmailVerification: true as const, accessToken: null };
+        return { requireEmailVerification: true as const, accessToken: null, signUpBinding: outcome.binding };
       }
       reply.code(201);
       return sessionResult(config, reply, outcome.session, redirectTo);
@@ -162,31 +213,30 @@ export function authHandlers(ctx: AppContext): HandlersFor<AuthOperations> {
     async verifyEmail(request, reply) {
       // Checked before the code or token is looked at, so a refused redirect spends no attempt.
       const redirectTo = allowedRedirect(config, request.body.redirectTo);
-      return sessionResult(
-        config,
-        reply,
-        await auth.verifyEmail(request.body, clientInfo(request, request.query.client_type)),
-        redirectTo,
-      );
+      const client = clientInfo(request, request.query.client_type);
+      const bindings = presentedBindings(request, request.body.signUpBinding);
+      const issued = await auth.verifyEmail(request.body, client, bindings);
+      if (request.cookies[SIGN_UP_BINDING_COOKIE] !== undefined) clearSignUpBindingCookie(config, reply);
+      return sessionResult(config, reply, issued, redirectTo);
     },
 
     async refreshSession(request, reply) {
       const client = clientInfo(request, request.query.client_type);
-      const token = presentedRefreshToken(request, client.clientType, request.body);
-      return sessionResult(config, reply, await auth.refresh(token, client, request.headers['x-csrf-token']));
+      const tokens = presentedRefreshTokens(request, client.clientType, request.body);
+      return sessionResult(config, reply, await auth.refresh(tokens, client, request.headers['x-csrf-token']));
     },
 
     async logout(request, reply) {
       const client = clientInfo(request, request.query.client_type);
       // No refresh token presented: the session of the Bearer access token, when one is sent.
       const claims =
-        offeredRefreshToken(request, client.clientType, request.body) === undefined
+        offeredRefreshTokens(request, client.clientType, request.body).length === 0
           ? verifiedBearerClaims(request)
           : undefined;
       if (claims !== undefined) await auth.logoutByAccessToken(claims);
       else {
-        const token = presentedRefreshToken(request, client.clientType, request.body);
-        await auth.logout(token, client, request.headers['x-csrf-token']);
+        const tokens = presentedRefreshTokens(request, client.clientType, request.body);
+        await auth.logout(tokens, client, request.headers['x-csrf-token']);
       }
       if (client.clientType === 'web') setRefreshCookie(config, reply, undefined, 0);
       reply.code(204);

@@ -100,3 +100,39 @@ export function signInCodeEmail(to: string, code: string, minutes: number): Mail
 <p>${escapeHtml(NOT_YOUR_SIGN_IN)}</p>`,
   };
 }
+
+/** How the mailbox was proven again when an unproven password was removed (unproven-password.ts). */
+export type MailboxProof = 'sign-in code' | 'provider' | 'password reset';
+
+/**
+ * Tells the mailbox's owner that a password they may not have chosen is gone: someone signed up
+ * with the address, the address was confirmed from elsewhere, and the owner has now proven the
+ * mailbox again (`proof`). `unlinked` names the sign-in providers removed with it.
+ */
+export function unprovenPasswordRemovedNotice(to: string, proof: MailboxProof, unlinked: string[]): MailMessage {
+  const how = {
+    'sign-in code': 'You signed in with a code sent to this address.',
+    provider: 'You signed in with a provider that confirmed this address.',
+    'password reset': 'You reset the password of the account with this address.',
+  }[proof];
+  const removed =
+    proof === 'password reset'
+      ? 'The password set at sign-up was replaced by the one you chose'
+      : 'The password set at sign-up was removed';
+  const lines = [
+    how,
+    '',
+    `This account was signed up for with a password, and its address was confirmed from another device than the one that signed up, so that password may have been chosen by someone else. ${removed}, every session of the account was ended${unlinked.length > 0 ? `, and these sign-in providers were unlinked: ${unlinked.join(', ')}` : ''}.`,
+    '',
+    proof === 'password reset'
+      ? 'Nothing else is needed.'
+      : 'To sign in with a password from now on, choose one with "Forgot password".',
+  ];
+  const text = lines.join('\n');
+  return {
+    to,
+    subject: 'A password on your account was removed',
+    text,
+    html: `<p>${escapeHtml(text).replaceAll('\n\n', '</p><p>')}</p>`,
+  };
+}

@@ -4,7 +4,9 @@ import * as users from '../../db/repositories/users.ts';
 import { ApiError, type ErrorCode } from '../../errors.ts';
 import { type AuthDeps, type ClientInfo, inSeconds } from '../auth-context.ts';
 import { constantTimeEqual, newOpaqueToken, sha256Hex } from '../crypto.ts';
+import type { BackgroundMail } from '../background-mail.ts';
 import type { SessionIssuer } from '../session-issuer.ts';
+import { createUnprovenPasswords } from '../unproven-password.ts';
 import { accountForIdentity } from './identity-accounts.ts';
 import { createProviderClients, type ProviderClient, ProviderRefused } from './provider-clients.ts';
 
@@ -34,8 +36,9 @@ function s256(verifier: string): string {
 }
 
 /** Sign-in with OAuth 2 / OpenID Connect providers: the redirect flow, the code exchange, and ID tokens. */
-export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer) {
+export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer, mail: BackgroundMail) {
   const { db, config, clock, log } = deps;
+  const unproven = createUnprovenPasswords(sessions, mail);
   const clients = createProviderClients(config.oauthProviders, clock);
 
   function provider(name: string, route: 'built-in' | 'custom' | 'any'): ProviderClient {
@@ -104,7 +107,7 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer) {
         nonce: started.nonce,
         verifier: started.provider_verifier,
       });
-      const user = await accountForIdentity(deps, name, identity);
+      const user = await accountForIdentity(deps, name, identity, unproven);
       const code = newOpaqueToken();
       const now = clock.now();
       await oauth.insertCode(db, {
@@ -156,9 +159,30 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer) {
     if (known === undefined) {
       throw new ApiError(400, 'INVALID_INPUT', 'body.provider names no OpenID Connect provider of this service');
     }
-    const identity = await known.verifyIdToken(body.token, body.nonce);
-    const user = await accountForIdentity(deps, body.provider, identity);
-    return sessions.start(user, client);
+    const { identity, usableUntil } = await known.verifyIdToken(body.token, body.nonce);
+    // One session per token, on every instance: the token is recorded (by its signed part, which
+    // the signature fixes, unlike the signature's own encoding) before the session is opened, and
+    // the record is dropped again if no session comes of it, so a refusal or a failure does not
+    // use the token up. Two presentations at once: one records, the other is refused.
+    const tokenHash = sha256Hex(body.token.slice(0, body.token.lastIndexOf('.')));
+    const first = await oauth.recordIdTokenUse(db, {
+      tokenHash,
+      provider: body.provider,
+      expiresAt: usableUntil,
+      now: clock.now(),
+    });
+    if (!first) {
+      throw new ApiError(401, 'ID_TOKEN_INVALID', 'This ID token has already been used to sign in; get a new one');
+    }
+    try {
+      const user = await accountForIdentity(deps, body.provider, identity, unproven);
+      return await sessions.start(user, client);
+    } catch (err) {
+      await oauth.forgetIdTokenUse(db, tokenHash).catch((forgetErr: unknown) => {
+        log.warn({ err: forgetErr }, 'oauth: an ID token that opened no session stays recorded as used');
+      });
+      throw err;
+    }
   }
 
   return { start, callback, exchange, signInWithIdToken };

@@ -18,7 +18,8 @@ export async function lockUserByEmail(db: Executor, email: string): Promise<Lock
 const provenProfile = (name: string | null) => JSON.stringify({ name, avatar_url: null });
 
 /**
- * Sets the password a reset chose, and marks the address verified (the reset proved the mailbox).
+ * Sets the password a reset chose (the mailbox's owner chose it: it is proven), and marks the
+ * address verified (the reset proved the mailbox).
  * The profile of an account whose address was not verified was set by whoever signed up with it,
  * perhaps not the owner: it starts again empty.
  */
@@ -27,6 +28,7 @@ export async function setPasswordAfterReset(db: Executor, userId: string, passwo
     .updateTable('users')
     .set({
       password_hash: passwordHash,
+      password_unproven_since: null,
       email_verified: true,
       profile: sql`case when email_verified then profile else ${provenProfile(null)}::jsonb end`,
     })
@@ -62,4 +64,24 @@ export async function proveMailboxWithoutPassword(db: Executor, userId: string, 
     .set({ email_verified: true, password_hash: null, profile: sql`${provenProfile(name)}::jsonb` })
     .where('id', '=', userId)
     .execute();
+}
+
+/**
+ * Removes a password whose chooser was never proven to hold the mailbox (see unproven-password.ts),
+ * and every provider identity linked since (all but the address itself): the mailbox's owner has
+ * just proven it, and none of these may outlive that. Returns the providers unlinked.
+ */
+export async function removeUnprovenPassword(db: Executor, userId: string): Promise<string[]> {
+  await db
+    .updateTable('users')
+    .set({ password_hash: null, password_unproven_since: null })
+    .where('id', '=', userId)
+    .execute();
+  const unlinked = await db
+    .deleteFrom('user_providers')
+    .where('user_id', '=', userId)
+    .where('provider', '<>', 'email')
+    .returning('provider')
+    .execute();
+  return unlinked.map((row) => row.provider);
 }

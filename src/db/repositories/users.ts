@@ -78,16 +78,26 @@ export async function addProvider(db: Executor, userId: string, provider: string
 
 /**
  * Marks the address verified and sets the password the verification activates: a hash, null (the
- * account has none from now on), or undefined (the account keeps the one it has).
+ * account has none from now on), or undefined (the account keeps the one it has). A hash activated
+ * without its sign-up's binding is recorded as unproven since `unprovenSince`.
  */
 export async function markEmailVerified(
   db: Executor,
   userId: string,
   passwordHash: string | null | undefined,
+  unprovenSince: Date | null = null,
 ): Promise<void> {
   await db
     .updateTable('users')
-    .set(passwordHash === undefined ? { email_verified: true } : { email_verified: true, password_hash: passwordHash })
+    .set(
+      passwordHash === undefined
+        ? { email_verified: true }
+        : {
+            email_verified: true,
+            password_hash: passwordHash,
+            password_unproven_since: passwordHash === null ? null : unprovenSince,
+          },
+    )
     .where('id', '=', userId)
     .execute();
 }

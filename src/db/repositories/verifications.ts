@@ -53,12 +53,20 @@ function selectIssuanceFor(db: Executor, email: string, fields: Issuance, passwo
  */
 export async function recordSignUp(
   db: Executor,
-  s: { email: string; passwordHash: string; fresh: IssuedCode | undefined; unusable: IssuedCode; now: Date },
+  s: {
+    email: string;
+    passwordHash: string;
+    /** SHA-256 of the binding handed to this sign-up's client (see sign-up-binding.ts). */
+    bindingHash: string;
+    fresh: IssuedCode | undefined;
+    unusable: IssuedCode;
+    now: Date;
+  },
 ): Promise<{ userId: string; contested: boolean } | undefined> {
   const fields = issuance(s.fresh ?? s.unusable, s.now);
   const row = await db
     .insertInto('email_verifications')
-    .columns(['user_id', ...ISSUANCE_COLUMNS, 'pending_password_hash', 'contested'])
+    .columns(['user_id', ...ISSUANCE_COLUMNS, 'pending_password_hash', 'contested', 'binding_hash'])
     .expression(
       selectIssuanceFor(db, s.email, fields).select([
         // An account that already holds a password was signed up for without verification
@@ -67,6 +75,7 @@ export async function recordSignUp(
           'pending_password_hash',
         ),
         sql<boolean>`users.password_hash is not null`.as('contested'),
+        sql<string>`${s.bindingHash}`.as('binding_hash'),
       ]),
     )
     .onConflict((oc) =>
@@ -77,6 +86,8 @@ export async function recordSignUp(
           when email_verifications.contested or email_verifications.pending_password_hash is not null
             or excluded.contested then null
           else excluded.pending_password_hash end`,
+        // A contested sign-up activates no password, so its binding proves nothing more.
+        binding_hash: sql<string>`excluded.binding_hash`,
         ...(s.fresh === undefined ? {} : fields),
       }),
     )

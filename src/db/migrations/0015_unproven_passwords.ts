@@ -1,0 +1,16 @@
+import { type Kysely, sql } from 'kysely';
+
+export async function up(db: Kysely<unknown>): Promise<void> {
+  // The SHA-256 of the binding handed to the client that made the sign-up: a verification that
+  // carries it proves that whoever chose the pending password also holds the mailbox.
+  await sql`alter table email_verifications add column binding_hash text`.execute(db);
+  // Set when a verification activated a sign-up's password without that sign-up's binding: the
+  // mailbox was proven, not who chose the password. Cleared when the owner proves the mailbox
+  // again (the password goes then) or resets the password.
+  await sql`alter table users add column password_unproven_since timestamptz`.execute(db);
+}
+
+export async function down(db: Kysely<unknown>): Promise<void> {
+  await sql`alter table users drop column password_unproven_since`.execute(db);
+  await sql`alter table email_verifications drop column binding_hash`.execute(db);
+}
