@@ -235,6 +235,13 @@ export interface paths {
          *       `429 RATE_LIMITED` with `Retry-After`, without checking the password.
          *       A successful sign-in clears the count; nothing is ever locked for
          *       good.
+         *     - A known device of the account (the `device_id` cookie, or the
+         *       `X-Device-Token` header, that an earlier session of this account
+         *       gave the device) has a back-off of its own, with the same
+         *       schedule: others' failures for the address do not hold it back,
+         *       and its own failures and success touch only its own count. A
+         *       missing, forged, expired or other account's signal is no known
+         *       device.
          *
          *     **With an email code** (`method: "otp"`, after
          *     `POST /api/auth/email/send-otp`): the 6-digit code signs in the
@@ -554,7 +561,14 @@ export interface paths {
          *     registered. Limits: per client (IP) as for verification emails, and
          *     per address one email per 60 seconds and 10 per day (of which one
          *     client causes at most 3), shared with every other email the service
-         *     sends to that address.
+         *     sends to that address. Beyond those 10, one sign-in or reset email
+         *     per 15 minutes still goes out (whoever asks), so that no one can keep
+         *     the owner from a way back in. A known device of the account (the
+         *     `device_id` cookie or the `X-Device-Token` header) has a budget of
+         *     its own that others cannot spend: 5 emails a day per device, 10 for
+         *     all of the address's devices, one per 60 seconds. An address gets at
+         *     most 10 + 96 + 10 emails a day. The answer is the same whatever the
+         *     device signal says.
          */
         post: operations["sendOtpEmail"];
         delete?: never;
@@ -600,7 +614,10 @@ export interface paths {
          *     case (the email goes out after the answer). Limits: per client (IP)
          *     as for verification emails, and per address as for every email the
          *     service sends (one per 60 seconds, 10 per day, at most 3 of them
-         *     caused by one client).
+         *     caused by one client); beyond them, one sign-in or reset email per
+         *     15 minutes, and a known device's own budget, as for
+         *     `POST /api/auth/email/send-otp`. The answer is the same whatever the
+         *     device signal says.
          */
         post: operations["sendResetPasswordEmail"];
         delete?: never;
@@ -1365,6 +1382,16 @@ export interface components {
              * @description Where the client should go next. The `redirectTo` of the request when it sent an allowed one (sign-up without verification, verification), else the service's configured redirect URL; absent when neither exists.
              */
             redirectTo?: string;
+            /**
+             * @description Mobile and desktop clients, when a session opens (not on refresh):
+             *     the signal that this device has signed in to the account, valid a
+             *     year. Keep it and send it in the `X-Device-Token` header of later
+             *     sign-ins, `send-otp` and `send-reset-password` requests for this
+             *     account's address: the device then has its own email budget and
+             *     its own sign-in back-off. Web clients get it as the HttpOnly
+             *     `device_id` cookie instead.
+             */
+            deviceToken?: string;
         };
         SignUpRequest: {
             /**
@@ -2361,6 +2388,29 @@ export interface components {
          */
         CsrfToken: string;
         /**
+         * @description Web clients: the known-device cookie the service set when a session
+         *     opened on this browser (HttpOnly, `Path=/api/auth`, a year). It says
+         *     that this device has signed in to the account before, signed by the
+         *     service and bound to that account, so it counts only for that
+         *     account's address. A known device has its own budget of emails
+         *     (send-otp, reset) that others cannot use up, and its own sign-in
+         *     back-off, which others' failed sign-ins do not hold back. Browsers
+         *     send it by themselves; a missing, forged, expired or other account's
+         *     cookie is simply not a known device (the answers do not change).
+         * @example d1.q8Wm2Zb4TqS1nX0yLr7aHg.1811923200.4f0c…
+         */
+        DeviceCookie: string;
+        /**
+         * @description Mobile and desktop clients: the `deviceToken` of a session this
+         *     device opened before, for the same account. The same meaning as the
+         *     web clients' `device_id` cookie: its own email budget and its own
+         *     sign-in back-off for that account's address. Optional: a missing,
+         *     forged, expired or other account's token is simply not a known
+         *     device (the answers do not change).
+         * @example d1.q8Wm2Zb4TqS1nX0yLr7aHg.1811923200.4f0c…
+         */
+        DeviceToken: string;
+        /**
          * @description The refresh token of a web client, set by the service as an HttpOnly
          *     cookie scoped to `/api/auth`. Browsers send it automatically; it is not
          *     readable by page scripts. A browser may send several `refresh_token`
@@ -2399,7 +2449,11 @@ export interface components {
          *     `refresh_token` lines, before it, expire the cookie's variants under
          *     other settings and on the longer paths under `/api/auth` that refresh
          *     and logout requests carry (`Max-Age=0`); the last `refresh_token` line
-         *     is the cookie itself. Absent for mobile and desktop clients.
+         *     is the cookie itself. When a session opens (sign-up, sign-in,
+         *     verification, OAuth; not on refresh), a `device_id` line follows: the
+         *     known-device cookie (see the `device_id` cookie parameter), with the
+         *     same attributes and `Max-Age=31536000` (a year). Absent for mobile and
+         *     desktop clients.
          * @example refresh_token=pzRr3YP0PxKdC6W0P3u_r5AnV17-IeYpnDKdYN6nD94; Max-Age=2592000; Path=/api/auth; HttpOnly; Secure; SameSite=Lax
          */
         SetRefreshCookie: string;
@@ -2896,9 +2950,34 @@ export interface operations {
                  */
                 client_type?: components["parameters"]["ClientType"];
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Mobile and desktop clients: the `deviceToken` of a session this
+                 *     device opened before, for the same account. The same meaning as the
+                 *     web clients' `device_id` cookie: its own email budget and its own
+                 *     sign-in back-off for that account's address. Optional: a missing,
+                 *     forged, expired or other account's token is simply not a known
+                 *     device (the answers do not change).
+                 * @example d1.q8Wm2Zb4TqS1nX0yLr7aHg.1811923200.4f0c…
+                 */
+                "X-Device-Token"?: components["parameters"]["DeviceToken"];
+            };
             path?: never;
-            cookie?: never;
+            cookie?: {
+                /**
+                 * @description Web clients: the known-device cookie the service set when a session
+                 *     opened on this browser (HttpOnly, `Path=/api/auth`, a year). It says
+                 *     that this device has signed in to the account before, signed by the
+                 *     service and bound to that account, so it counts only for that
+                 *     account's address. A known device has its own budget of emails
+                 *     (send-otp, reset) that others cannot use up, and its own sign-in
+                 *     back-off, which others' failed sign-ins do not hold back. Browsers
+                 *     send it by themselves; a missing, forged, expired or other account's
+                 *     cookie is simply not a known device (the answers do not change).
+                 * @example d1.q8Wm2Zb4TqS1nX0yLr7aHg.1811923200.4f0c…
+                 */
+                device_id?: components["parameters"]["DeviceCookie"];
+            };
         };
         requestBody: {
             content: {
@@ -3378,9 +3457,34 @@ export interface operations {
     sendOtpEmail: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Mobile and desktop clients: the `deviceToken` of a session this
+                 *     device opened before, for the same account. The same meaning as the
+                 *     web clients' `device_id` cookie: its own email budget and its own
+                 *     sign-in back-off for that account's address. Optional: a missing,
+                 *     forged, expired or other account's token is simply not a known
+                 *     device (the answers do not change).
+                 * @example d1.q8Wm2Zb4TqS1nX0yLr7aHg.1811923200.4f0c…
+                 */
+                "X-Device-Token"?: components["parameters"]["DeviceToken"];
+            };
             path?: never;
-            cookie?: never;
+            cookie?: {
+                /**
+                 * @description Web clients: the known-device cookie the service set when a session
+                 *     opened on this browser (HttpOnly, `Path=/api/auth`, a year). It says
+                 *     that this device has signed in to the account before, signed by the
+                 *     service and bound to that account, so it counts only for that
+                 *     account's address. A known device has its own budget of emails
+                 *     (send-otp, reset) that others cannot use up, and its own sign-in
+                 *     back-off, which others' failed sign-ins do not hold back. Browsers
+                 *     send it by themselves; a missing, forged, expired or other account's
+                 *     cookie is simply not a known device (the answers do not change).
+                 * @example d1.q8Wm2Zb4TqS1nX0yLr7aHg.1811923200.4f0c…
+                 */
+                device_id?: components["parameters"]["DeviceCookie"];
+            };
         };
         requestBody: {
             content: {
@@ -3419,9 +3523,34 @@ export interface operations {
     sendResetPasswordEmail: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Mobile and desktop clients: the `deviceToken` of a session this
+                 *     device opened before, for the same account. The same meaning as the
+                 *     web clients' `device_id` cookie: its own email budget and its own
+                 *     sign-in back-off for that account's address. Optional: a missing,
+                 *     forged, expired or other account's token is simply not a known
+                 *     device (the answers do not change).
+                 * @example d1.q8Wm2Zb4TqS1nX0yLr7aHg.1811923200.4f0c…
+                 */
+                "X-Device-Token"?: components["parameters"]["DeviceToken"];
+            };
             path?: never;
-            cookie?: never;
+            cookie?: {
+                /**
+                 * @description Web clients: the known-device cookie the service set when a session
+                 *     opened on this browser (HttpOnly, `Path=/api/auth`, a year). It says
+                 *     that this device has signed in to the account before, signed by the
+                 *     service and bound to that account, so it counts only for that
+                 *     account's address. A known device has its own budget of emails
+                 *     (send-otp, reset) that others cannot use up, and its own sign-in
+                 *     back-off, which others' failed sign-ins do not hold back. Browsers
+                 *     send it by themselves; a missing, forged, expired or other account's
+                 *     cookie is simply not a known device (the answers do not change).
+                 * @example d1.q8Wm2Zb4TqS1nX0yLr7aHg.1811923200.4f0c…
+                 */
+                device_id?: components["parameters"]["DeviceCookie"];
+            };
         };
         requestBody: {
             content: {

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { type ErrorCode, operations } from '../generated/contract.ts';
+import { PROFILE_NAME_PATTERN } from './auth/profile-name.ts';
 import { isDatabaseUnavailable } from './db/errors.ts';
 
 export type { ErrorCode };
@@ -53,6 +54,8 @@ const patternMeaning: Record<string, string> = {
   '^[0-9a-fA-F]{64}$': 'must be a 64-character hexadecimal token',
   // The verify body's two forms, when `otp` fits neither.
   '^[0-9]{6}$|^[0-9a-fA-F]{64}$': 'must be a 6-digit code or a 64-character hexadecimal token',
+  [PROFILE_NAME_PATTERN]:
+    'must not contain control characters, line separators, bidirectional controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) or invisible format characters (such as U+200B, U+2060, U+FEFF)',
 };
 
 interface AjvIssue {

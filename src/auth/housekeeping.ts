@@ -24,7 +24,7 @@ export function startAuthHousekeeping(
     const codes = await deleteExpiredCodes(db, now());
     if (codes > 0) log.debug({ deleted: codes }, 'auth: expired sign-in and reset codes deleted');
     const oauth = await deleteExpiredOAuthRecords(db, now());
-    if (oauth > 0) log.debug({ deleted: oauth }, 'auth: expired OAuth sign-ins and codes deleted');
+    if (oauth > 0) log.debug({ deleted: oauth }, 'auth: expired OAuth sign-ins, codes and ID-token records deleted');
   };
   return startPeriodicJob('auth: deleting stale email records', job, HOUR_MS, log);
 }

@@ -26,7 +26,10 @@ export interface ClientSpec {
 /** Claims of a login id; unset ones fall back to the defaults of `startOidcProvider`. */
 export interface TestAccount {
   email?: string;
-  email_verified?: boolean;
+  /** `null` leaves the claim out (as Microsoft does). */
+  email_verified?: boolean | null;
+  /** Microsoft's optional claim: the address's domain is verified by its owner. */
+  xms_edov?: boolean;
   name?: string | null;
   picture?: string;
 }
@@ -100,7 +103,8 @@ export async function startOidcProvider(options: { clients?: ClientSpec[] } = {}
       return {
         sub: id,
         email: account.email ?? `${id}@example.test`,
-        email_verified: account.email_verified ?? true,
+        ...(account.email_verified === null ? {} : { email_verified: account.email_verified ?? true }),
+        ...(account.xms_edov === undefined ? {} : { xms_edov: account.xms_edov }),
         name: account.name === undefined ? id : account.name,
         ...(account.picture === undefined ? {} : { picture: account.picture }),
       };
@@ -119,7 +123,7 @@ export async function startOidcProvider(options: { clients?: ClientSpec[] } = {}
           token_endpoint_auth_method: 'client_secret_basic',
         })),
         findAccount,
-        claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name', 'picture'] },
+        claims: { openid: ['sub'], email: ['email', 'email_verified', 'xms_edov'], profile: ['name', 'picture'] },
         scopes: ['openid', 'email', 'profile'],
         // By default, claims asked for by scope go only to userinfo when an access token is issued too.
         conformIdTokenClaims: false,

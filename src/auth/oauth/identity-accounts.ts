@@ -4,8 +4,8 @@ import type { UserRow } from '../../db/repositories/users.ts';
 import * as users from '../../db/repositories/users.ts';
 import { ApiError } from '../../errors.ts';
 import type { AuthDeps } from '../auth-context.ts';
-import type { UnprovenPasswords } from '../unproven-password.ts';
 import { REFUSED_NAME_CHARACTERS } from '../profile-name.ts';
+import type { UnprovenPasswords } from '../unproven-password.ts';
 import type { ProviderIdentity } from './provider-clients.ts';
 
 const disabled = () => new ApiError(403, 'ACCOUNT_DISABLED', 'This account is disabled');
@@ -17,9 +17,7 @@ const disabled = () => new ApiError(403, 'ACCOUNT_DISABLED', 'This account is di
  */
 export function profileName(name: string | undefined): string | null {
   if (name === undefined) return null;
-  const kept = Array.from(name.toWellFormed().replace(REFUSED_NAME_CHARACTERS, '').trim())
-    .slice(0, 100)
-    .join('');
+  const kept = Array.from(name.toWellFormed().replace(REFUSED_NAME_CHARACTERS, '').trim()).slice(0, 100).join('');
   return kept === '' ? null : kept;
 }
 

@@ -29,6 +29,8 @@ const EMAIL_FORMAT = fullFormats.email as RegExp;
 const PROVIDER_TIMEOUT_S = 10;
 /** Seconds after its `iat` that an ID token is still taken. */
 const MAX_ID_TOKEN_AGE_S = 24 * 3600;
+/** Seconds of clock difference allowed with a provider. */
+const CLOCK_TOLERANCE_S = 30;
 
 function providerUnavailable(name: string): ApiError {
   return new ApiError(502, 'PROVIDER_UNAVAILABLE', `The OAuth provider "${name}" could not be reached`);
@@ -49,13 +51,25 @@ export function accountEmail(value: unknown): string | undefined {
   return value.toLowerCase();
 }
 
-function identityFromClaims(claims: JWTPayload): ProviderIdentity {
+/**
+ * Whether a provider is Microsoft's (the built-in name `microsoft`, or an issuer on
+ * login.microsoftonline.com: Entra ID under a custom name), whose optional claim `xms_edov` is its
+ * way of vouching for an address. The claim means nothing coming from anyone else: any issuer may
+ * put any claim in its tokens.
+ */
+export function vouchesWithXmsEdov(config: OidcProviderConfig): boolean {
+  return config.name === 'microsoft' || URL.parse(config.issuer)?.hostname === 'login.microsoftonline.com';
+}
+
+function identityFromClaims(claims: JWTPayload, microsoft: boolean): ProviderIdentity {
   const text = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
   const email = accountEmail(claims.email);
   // Some issuers send email_verified as the string "true". Microsoft sends none; its optional claim
-  // xms_edov (the address's domain is verified by its owner) says as much, when it is asked for.
+  // xms_edov (the address's domain is verified by its owner) says as much, when it is asked for,
+  // and only Microsoft's xms_edov counts.
   const yes = (v: unknown) => v === true || v === 'true' || v === 1 || v === '1';
-  const verified = claims.email_verified === true || claims.email_verified === 'true' || yes(claims.xms_edov);
+  const verified =
+    claims.email_verified === true || claims.email_verified === 'true' || (microsoft && yes(claims.xms_edov));
   return {
     subject: String(claims.sub),
     email,
@@ -65,18 +79,29 @@ function identityFromClaims(claims: JWTPayload): ProviderIdentity {
   };
 }
 
+/** An ID token that passed every check: who it names, and until when it could be taken. */
+export interface VerifiedIdToken {
+  identity: ProviderIdentity;
+  /** After this the token is refused anyway (its expiry, or 24 hours after its `iat`, plus the clock tolerance). */
+  usableUntil: Date;
+}
+
 /** The client of one provider: its authorization URL, the callback's exchange, and ID-token checks. */
 export interface ProviderClient {
   readonly config: OAuthProviderConfig;
   authorizationUrl(callbackUrl: string, checks: AuthorizationChecks): Promise<string>;
   /** The identity behind the provider's return to `currentUrl`; throws ProviderRefused when it does not check out. */
   finish(currentUrl: URL, checks: AuthorizationChecks): Promise<ProviderIdentity>;
-  /** The identity in an ID token issued for this service's client id (401 ID_TOKEN_INVALID otherwise). */
-  verifyIdToken(token: string, nonce: string | undefined): Promise<ProviderIdentity>;
+  /**
+   * An ID token issued for this service's client id (401 ID_TOKEN_INVALID otherwise). `nonce` is the
+   * request's: when given, the token must carry it; when not, the token must carry none.
+   */
+  verifyIdToken(token: string, nonce: string | undefined): Promise<VerifiedIdToken>;
 }
 
 function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
   const insecure = new URL(config.issuer).protocol === 'http:';
+  const microsoft = vouchesWithXmsEdov(config);
   let discovered: Promise<oidc.Configuration> | undefined;
   let keys: ReturnType<typeof createRemoteJWKSet> | undefined;
 
@@ -103,8 +128,12 @@ function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
     return keys;
   }
 
-  /** Signature (the issuer's keys), issuer, audience, expiry and nonce of an ID token. */
-  async function checkIdToken(token: string, nonce: string | undefined): Promise<ProviderIdentity> {
+  /**
+   * Signature (the issuer's keys), issuer, audience, expiry and nonce of an ID token. The nonce is
+   * the one the sign-in asked for: a token must carry it when there is one, and carry none when
+   * there is none (a token minted for a sign-in that asked for a nonce is not taken without it).
+   */
+  async function checkIdToken(token: string, nonce: string | undefined): Promise<VerifiedIdToken> {
     const jwks = await keySet();
     // Google's older tokens name the issuer without the scheme.
     const issuers =
@@ -116,7 +145,7 @@ function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
         audience: config.clientId,
         currentDate: clock.now(),
         requiredClaims: ['sub', 'exp', 'iat'],
-        clockTolerance: 30,
+        clockTolerance: CLOCK_TOLERANCE_S,
         // Providers issue ID tokens for minutes to an hour; one issued long ago is not a sign-in now.
         maxTokenAge: MAX_ID_TOKEN_AGE_S,
       }));
@@ -129,15 +158,23 @@ function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
     // A token for several audiences must name this client as the party it was issued to (OpenID
     // Connect Core 3.1.3.7); a single audience may name another (Google's Android client ids do).
     const severalAudiences = Array.isArray(payload.aud) && payload.aud.length > 1;
-    const issuedLater = typeof payload.iat === 'number' && payload.iat * 1000 > clock.now().getTime() + 30_000;
-    if (
-      (nonce !== undefined && payload.nonce !== nonce) ||
-      (severalAudiences && payload.azp !== config.clientId) ||
-      issuedLater
-    ) {
+    const issuedLater =
+      typeof payload.iat === 'number' && payload.iat * 1000 > clock.now().getTime() + CLOCK_TOLERANCE_S * 1000;
+    if ((severalAudiences && payload.azp !== config.clientId) || issuedLater) {
       throw new ApiError(401, 'ID_TOKEN_INVALID', 'The ID token is not valid for this service');
     }
-    return identityFromClaims(payload);
+    if (nonce === undefined ? payload.nonce !== undefined : payload.nonce !== nonce) {
+      throw new ApiError(
+        401,
+        'ID_TOKEN_INVALID',
+        nonce === undefined
+          ? 'The ID token carries a nonce: send the nonce the sign-in asked for'
+          : 'The ID token does not carry this nonce',
+      );
+    }
+    // requiredClaims made exp and iat numbers.
+    const until = Math.min(Number(payload.exp), Number(payload.iat) + MAX_ID_TOKEN_AGE_S) + CLOCK_TOLERANCE_S;
+    return { identity: identityFromClaims(payload, microsoft), usableUntil: new Date(until * 1000) };
   }
 
   return {
@@ -169,7 +206,7 @@ function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
       }
       if (idToken === undefined) throw new ProviderRefused('no ID token');
       try {
-        return await checkIdToken(idToken, checks.nonce);
+        return (await checkIdToken(idToken, checks.nonce)).identity;
       } catch (err) {
         if (err instanceof ApiError && err.code === 'ID_TOKEN_INVALID') throw new ProviderRefused('ID token refused');
         throw err;

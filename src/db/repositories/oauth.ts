@@ -79,9 +79,32 @@ export async function linkIdentity(db: Executor, userId: string, provider: strin
   return Number(result.numInsertedOrUpdatedRows ?? 0n) === 1;
 }
 
-/** Deletes sign-ins and codes that have expired (the periodic housekeeping). */
+/**
+ * Records that an ID token (by the hash of its signed part) opens a session, until `expiresAt`;
+ * false when it is recorded already. One INSERT … ON CONFLICT DO NOTHING on the primary key, so
+ * that of concurrent presentations exactly one gets true.
+ */
+export async function recordIdTokenUse(
+  db: Executor,
+  row: { tokenHash: string; provider: string; expiresAt: Date; now: Date },
+): Promise<boolean> {
+  const result = await db
+    .insertInto('oauth_id_token_uses')
+    .values({ token_hash: row.tokenHash, provider: row.provider, expires_at: row.expiresAt, created_at: row.now })
+    .onConflict((oc) => oc.column('token_hash').doNothing())
+    .executeTakeFirst();
+  return Number(result.numInsertedOrUpdatedRows ?? 0n) === 1;
+}
+
+/** Forgets an ID token's use (its presentation opened no session after all). */
+export async function forgetIdTokenUse(db: Executor, tokenHash: string): Promise<void> {
+  await db.deleteFrom('oauth_id_token_uses').where('token_hash', '=', tokenHash).execute();
+}
+
+/** Deletes sign-ins, codes and ID-token records that have expired (the periodic housekeeping). */
 export async function deleteExpiredOAuthRecords(db: Executor, now: Date): Promise<number> {
   const a = await db.deleteFrom('oauth_authorizations').where('expires_at', '<=', now).executeTakeFirst();
   const c = await db.deleteFrom('oauth_codes').where('expires_at', '<=', now).executeTakeFirst();
-  return Number(a.numDeletedRows) + Number(c.numDeletedRows);
+  const t = await db.deleteFrom('oauth_id_token_uses').where('expires_at', '<=', now).executeTakeFirst();
+  return Number(a.numDeletedRows) + Number(c.numDeletedRows) + Number(t.numDeletedRows);
 }
