@@ -7,6 +7,7 @@ import { jwtOptions } from './auth/access-token.ts';
 import { createAuthService } from './auth/auth-service.ts';
 import { deriveKeys } from './auth/crypto.ts';
 import { startAuthHousekeeping } from './auth/housekeeping.ts';
+import { registerPasswordHashing } from './auth/password-hashing.ts';
 import { registerResetPasswordPage } from './auth/reset-password-page.ts';
 import { createSessionRevocations } from './auth/session-revocations.ts';
 import { createSignInThrottle } from './auth/sign-in-throttle.ts';
@@ -173,6 +174,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     log: app.log,
     events: metrics?.embeddings,
     endUserKey: keys.endUser,
+    redis,
   });
   app.addHook('onClose', () => embeddings.close());
   const realtimePolicies = new PolicyCache(db, config.database, app.log);
@@ -186,11 +188,6 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     policies: realtimePolicies,
     redis,
     events: metrics?.realtime,
-  });
-  metrics?.readAtScrape({
-    databasePool: () => deps.database.poolStats(),
-    embeddingsBreaker: () => embeddings.breakerState(),
-    realtime: () => realtime.stats(),
   });
   // Sockets first: an open WebSocket would keep the HTTP server from closing.
   app.addHook('preClose', () => realtime.close());
@@ -218,6 +215,16 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     redis,
     metrics ? (operation, limit) => metrics.rateLimited(operation, limit) : undefined,
   );
+
+  // Before the routes that hash passwords, whose hashes it queues.
+  const hashQueue = registerPasswordHashing(app, config, metrics ? (reason) => metrics.hashRefused(reason) : undefined);
+  metrics?.readAtScrape({
+    databasePool: () => deps.database.poolStats(),
+    embeddingsBreaker: () => embeddings.breakerState(),
+    tokenCounting: () => embeddings.tokenCounting(),
+    realtime: () => realtime.stats(),
+    passwordHashing: () => hashQueue.stats(),
+  });
 
   await registerContractDocs(app);
   await registerVerifyEmailPage(app, { auth, config });

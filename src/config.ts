@@ -1,3 +1,4 @@
+import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { type OAuthProviderConfig, oauthProvidersFrom } from './auth/oauth/provider-config.ts';
@@ -97,6 +98,12 @@ const envSchema = z.object({
   JWT_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
   ACCESS_TOKEN_TTL_SECONDS: seconds.default(15 * 60),
   REFRESH_TOKEN_TTL_SECONDS: seconds.default(30 * 24 * 3600),
+  REFRESH_TOKEN_REUSE_INTERVAL_SECONDS: z.coerce
+    .number({ error: 'must be a whole number of seconds (0 to 300; 0: a rotated token is always reuse)' })
+    .int('must be a whole number of seconds (0 to 300; 0: a rotated token is always reuse)')
+    .min(0, 'must be a whole number of seconds (0 to 300; 0: a rotated token is always reuse)')
+    .max(300, 'must be a whole number of seconds (0 to 300; 0: a rotated token is always reuse)')
+    .default(10),
   PUBLIC_URL: httpUrl.optional(),
   EMAIL_VERIFY_URL: httpUrl.optional(),
   AUTH_REDIRECT_URL: httpUrl.optional(),
@@ -185,6 +192,25 @@ const envSchema = z.object({
   RATE_LIMIT_SIGN_UP: count.default(10),
   RATE_LIMIT_SEND_VERIFICATION: count.default(5),
   RATE_LIMIT_REFRESH: count.default(150),
+  RATE_LIMIT_IPV6_PREFIX: z.coerce
+    .number({ error: 'must be a prefix length from 32 to 128' })
+    .int('must be a prefix length from 32 to 128')
+    .min(32, 'must be a prefix length from 32 to 128')
+    .max(128, 'must be a prefix length from 32 to 128')
+    .default(56),
+  PASSWORD_HASH_CONCURRENCY: z.coerce
+    .number({ error: 'must be a whole number from 1 to 64' })
+    .int('must be a whole number from 1 to 64')
+    .min(1, 'must be a whole number from 1 to 64')
+    .max(64, 'must be a whole number from 1 to 64')
+    .optional(),
+  PASSWORD_HASH_QUEUE: z.coerce
+    .number({ error: 'must be a whole number from 0 to 10000' })
+    .int('must be a whole number from 0 to 10000')
+    .min(0, 'must be a whole number from 0 to 10000')
+    .max(10_000, 'must be a whole number from 0 to 10000')
+    .default(32),
+  PASSWORD_HASH_QUEUE_PER_NETWORK: count.optional(),
   EMBEDDINGS_BASE_URL: httpUrl.optional(),
   EMBEDDINGS_API_KEY: z.string().trim().min(1).max(4096, 'must be at most 4096 characters').optional(),
   EMBEDDINGS_MODELS: z
@@ -205,6 +231,7 @@ const envSchema = z.object({
     .max(60_000, 'must be a whole number of milliseconds (0 to 60000)')
     .default(500),
   EMBEDDINGS_RATE_LIMIT: count.default(600),
+  EMBEDDINGS_TOKENS_PER_MINUTE: count.default(1_000_000),
   EMBEDDINGS_BREAKER_RESET_MS: milliseconds(100, 600_000).default(30_000),
   EMBEDDINGS_FORWARD_USER: flag.default(false),
   HTTP_HEADERS_TIMEOUT_MS: milliseconds(100, 600_000).default(10_000),
@@ -266,6 +293,11 @@ export interface Config {
   jwtSecret: string | undefined;
   accessTokenTtlSeconds: number;
   refreshTokenTtlSeconds: number;
+  /**
+   * How long after a refresh token is rotated it still refreshes its session (to the current token)
+   * instead of counting as reuse: a retried refresh whose answer was lost, two tabs refreshing at once.
+   */
+  refreshTokenReuseIntervalSeconds: number;
   /** Where the service is reached from outside, without a trailing slash. */
   publicUrl: string;
   /** The page that verification links point to; `?token=<64 hex>` is appended. */
@@ -312,6 +344,18 @@ export interface Config {
     signUp: number;
     sendVerification: number;
     refresh: number;
+    /** Per-IP limits count an IPv6 client by this many leading bits of its address (a /56: one home). */
+    ipv6Prefix: number;
+  };
+  /**
+   * Password hashing (sign-up, sign-in, reset, change) runs through one queue per instance: at most
+   * `concurrency` hashes at once, at most `maxWaiting` waiting, of which at most
+   * `maxWaitingPerNetwork` from one network (an IPv6 /48, an IPv4 /24); beyond, 503 at once.
+   */
+  passwordHashing: {
+    concurrency: number;
+    maxWaiting: number;
+    maxWaitingPerNetwork: number;
   };
   embeddings: {
     /** An OpenAI-compatible API root such as https://api.openai.com/v1; undefined: local models only. */
@@ -324,6 +368,8 @@ export interface Config {
     retryBaseMs: number;
     /** Requests per user per minute. */
     rateLimitPerMinute: number;
+    /** Tokens (cl100k_base) per user per minute, across instances with Redis. */
+    tokensPerMinute: number;
     /** How long calls to a failing upstream are refused (503) before one trial call is let through. */
     breakerResetMs: number;
     /** Whether a caller's `user` (its end user's identifier) is sent on to the provider. */
@@ -480,6 +526,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     jwtSecret: e.JWT_SECRET,
     accessTokenTtlSeconds: e.ACCESS_TOKEN_TTL_SECONDS,
     refreshTokenTtlSeconds: e.REFRESH_TOKEN_TTL_SECONDS,
+    refreshTokenReuseIntervalSeconds: e.REFRESH_TOKEN_REUSE_INTERVAL_SECONDS,
     publicUrl,
     emailVerifyUrl: e.EMAIL_VERIFY_URL ?? `${publicUrl}/auth/verify-email`,
     authRedirectUrl: e.AUTH_REDIRECT_URL,
@@ -508,6 +555,15 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       signUp: e.RATE_LIMIT_SIGN_UP,
       sendVerification: e.RATE_LIMIT_SEND_VERIFICATION,
       refresh: e.RATE_LIMIT_REFRESH,
+      ipv6Prefix: e.RATE_LIMIT_IPV6_PREFIX,
+    }),
+    passwordHashing: Object.freeze({
+      concurrency: e.PASSWORD_HASH_CONCURRENCY ?? Math.max(1, os.availableParallelism() - 1),
+      maxWaiting: e.PASSWORD_HASH_QUEUE,
+      maxWaitingPerNetwork: Math.min(
+        e.PASSWORD_HASH_QUEUE,
+        e.PASSWORD_HASH_QUEUE_PER_NETWORK ?? Math.max(1, Math.floor(e.PASSWORD_HASH_QUEUE / 4)),
+      ),
     }),
     embeddings: Object.freeze({
       baseUrl: e.EMBEDDINGS_BASE_URL,
@@ -517,6 +573,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       timeoutMs: e.EMBEDDINGS_TIMEOUT_MS,
       retryBaseMs: e.EMBEDDINGS_RETRY_BASE_MS,
       rateLimitPerMinute: e.EMBEDDINGS_RATE_LIMIT,
+      tokensPerMinute: e.EMBEDDINGS_TOKENS_PER_MINUTE,
       breakerResetMs: e.EMBEDDINGS_BREAKER_RESET_MS,
       forwardUser: e.EMBEDDINGS_FORWARD_USER,
     }),

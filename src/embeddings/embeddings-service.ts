@@ -1,5 +1,6 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
+import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { components } from '../../generated/openapi.ts';
 import { hmacHex } from '../auth/crypto.ts';
@@ -10,7 +11,8 @@ import { ApiError, type ErrorCode } from '../errors.ts';
 import { localEmbedding } from './local-model.ts';
 import { localModels, modelInfo } from './models.ts';
 import { type EmbeddingsCall, OpenAICompatibleUpstream } from './openai-compatible.ts';
-import { checkInputLimits } from './token-limits.ts';
+import { createTokenCounter, type TokenCounterStats } from './token-counter.ts';
+import { createTokenRateLimit } from './token-rate-limit.ts';
 import { type BreakerState, UpstreamBreaker } from './upstream-breaker.ts';
 import { UsageRecorder } from './usage-recorder.ts';
 import type { Vector } from './vectors.ts';
@@ -51,14 +53,17 @@ function checkVectorSizes(model: string, vectors: readonly Vector[], dimensions:
 export interface EmbeddingsEvents {
   /** One HTTP exchange with the provider (each retry is one): its duration and `ok` or the error code. */
   upstreamAttempt(seconds: number, outcome: 'ok' | ErrorCode): void;
+  /** A request refused by the tokens-per-minute limit. */
+  tokensLimited(): void;
 }
 
 /** The local model yields to other requests after this many tokens of work. */
 const LOCAL_SLICE_TOKENS = 20_000;
 
 /**
- * Embeddings: checks model, dimensions and input limits before any work, then computes the
- * vectors in-process (`local/...`) or upstream, encodes them as asked and records the usage.
+ * Embeddings: checks model, dimensions, input limits (tokens counted in worker threads) and the
+ * user's tokens per minute before any work, then computes the vectors in-process (`local/...`) or
+ * upstream, encodes them as asked and records the usage.
  */
 export function createEmbeddingsService(deps: {
   config: Readonly<Config>;
@@ -68,6 +73,8 @@ export function createEmbeddingsService(deps: {
   events?: EmbeddingsEvents | undefined;
   /** Keys the end-user ids sent to the provider (EMBEDDINGS_FORWARD_USER). */
   endUserKey: Buffer;
+  /** Shares the tokens-per-minute counts between instances; undefined: counted in this process. */
+  redis?: Redis | undefined;
 }) {
   const settings = deps.config.embeddings;
   const events = deps.events;
@@ -86,6 +93,14 @@ export function createEmbeddingsService(deps: {
       ? undefined
       : new UpstreamBreaker((call: EmbeddingsCall) => upstream.embed(call), settings.breakerResetMs, deps.log);
   const recorder = new UsageRecorder(deps.db, deps.log);
+  const tokenCounter = createTokenCounter();
+  const tokenLimit = createTokenRateLimit({
+    tokensPerMinute: settings.tokensPerMinute,
+    redis: deps.redis,
+    redisKeyPrefix: deps.config.redisKeyPrefix,
+    clock: deps.clock,
+    log: deps.log,
+  });
   // Without an upstream only the local models exist; with one, any model it serves, unless listed.
   const allowed = settings.allowedModels ?? (upstream ? undefined : localModels);
 
@@ -147,7 +162,17 @@ export function createEmbeddingsService(deps: {
     const info = checkModel(model, dimensions);
     const single = typeof request.input === 'string';
     const inputs = typeof request.input === 'string' ? [request.input] : request.input;
-    const counts = await checkInputLimits(inputs, single);
+    let counts: number[];
+    try {
+      // A user with no tokens left this minute is refused before any counting work.
+      await tokenLimit.checkNotExhausted(userId);
+      counts = await tokenCounter.count(inputs, single);
+      const counted = counts.reduce((a, b) => a + b, 0);
+      await tokenLimit.take(userId, counted);
+    } catch (err) {
+      if (err instanceof ApiError && err.statusCode === 429) events?.tokensLimited();
+      throw err;
+    }
     const counted = counts.reduce((a, b) => a + b, 0);
 
     let vectors: Vector[];
@@ -188,8 +213,13 @@ export function createEmbeddingsService(deps: {
     breakerState(): BreakerState | undefined {
       return breaker?.state;
     },
+    /** The token-counting threads' work so far. */
+    tokenCounting(): TokenCounterStats {
+      return tokenCounter.stats();
+    },
     async close() {
       breaker?.close();
+      await tokenCounter.close();
       await recorder.close();
       await upstream?.close();
     },

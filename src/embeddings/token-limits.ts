@@ -1,14 +1,13 @@
-import { ApiError } from '../errors.ts';
+/**
+ * The input limits of embeddings and the counting behind them (OpenAI's cl100k_base tokenizer).
+ * Pure functions over a tokenizer: they run in the token-counting worker threads
+ * (token-count-worker.ts), never on the event loop.
+ */
 
-type Tokenizer = typeof import('gpt-tokenizer/encoding/cl100k_base');
-
-// The cl100k ranks take about 35 MB and 100 ms to load: done on the first request that counts
-// tokens, not at start (a service without embeddings traffic never pays for them).
-let tokenizer: Promise<Tokenizer> | undefined;
-const loadTokenizer = (): Promise<Tokenizer> => {
-  tokenizer ??= import('gpt-tokenizer/encoding/cl100k_base');
-  return tokenizer;
-};
+/** The functions of gpt-tokenizer's cl100k_base encoding that the counting uses. */
+export interface Tokenizer {
+  isWithinTokenLimit(text: string, limit: number, options: { disallowedSpecial: Set<string> }): number | false;
+}
 
 export const MAX_INPUTS = 2048;
 export const MAX_TOKENS_PER_INPUT = 8192;
@@ -79,33 +78,26 @@ function tokensWithin({ isWithinTokenLimit }: Tokenizer, text: string, limit: nu
   return total;
 }
 
+/** The token counts of a request's inputs, or why the request is refused (a 400's message). */
+export type InputCount = { counts: number[] } | { refused: string };
+
 /**
- * Checks the request's inputs against the limits before anything is sent anywhere and returns
- * their token counts. Counting stops early on an input over the per-input limit.
+ * Checks the request's inputs against the per-input and per-request limits and returns their token
+ * counts. Counting stops early on an input over a limit. (MAX_INPUTS is checked before, by the caller.)
  */
-export async function checkInputLimits(inputs: readonly string[], single: boolean): Promise<number[]> {
-  if (inputs.length > MAX_INPUTS) {
-    throw new ApiError(400, 'INVALID_INPUT', `body.input must have at most ${MAX_INPUTS} items`);
-  }
-  const tokens = await loadTokenizer();
+export function countInputTokens(tokenizer: Tokenizer, inputs: readonly string[], single: boolean): InputCount {
   const counts: number[] = [];
   let total = 0;
-  inputs.forEach((text, i) => {
+  for (const [i, text] of inputs.entries()) {
     const name = single ? 'body.input' : `body.input[${i}]`;
-    if (text.length === 0) throw new ApiError(400, 'INVALID_INPUT', `${name} must not be empty`);
-    const n = tokensWithin(tokens, text, MAX_TOKENS_PER_INPUT);
-    if (n === false) {
-      throw new ApiError(400, 'INVALID_INPUT', `${name} is longer than ${MAX_TOKENS_PER_INPUT} tokens`);
-    }
+    if (text.length === 0) return { refused: `${name} must not be empty` };
+    const n = tokensWithin(tokenizer, text, MAX_TOKENS_PER_INPUT);
+    if (n === false) return { refused: `${name} is longer than ${MAX_TOKENS_PER_INPUT} tokens` };
     total += n;
     if (total > MAX_TOKENS_PER_REQUEST) {
-      throw new ApiError(
-        400,
-        'INVALID_INPUT',
-        `body.input has more than ${MAX_TOKENS_PER_REQUEST.toLocaleString('en-US')} tokens in all`,
-      );
+      return { refused: `body.input has more than ${MAX_TOKENS_PER_REQUEST.toLocaleString('en-US')} tokens in all` };
     }
     counts.push(n);
-  });
-  return counts;
+  }
+  return { counts };
 }

@@ -1,12 +1,17 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { AuthEvents } from '../auth/auth-context.ts';
+import type { HashQueueStats, HashRefusal } from '../auth/password-hashing.ts';
 import type { PoolStats } from '../db/database.ts';
 import type { EmbeddingsEvents } from '../embeddings/embeddings-service.ts';
+import type { TokenCounterStats } from '../embeddings/token-counter.ts';
 import type { BreakerState } from '../embeddings/upstream-breaker.ts';
 import type { RealtimeEvents, RealtimeStats } from '../realtime/socket-server.ts';
 
-/** What a rate limit counts by: the client's address, the signed-in user, or the address signing in. */
-export type RateLimitKey = 'ip' | 'user' | 'address';
+/**
+ * What a rate limit counts by: the client's address, the signed-in user's requests, the address
+ * signing in, or the signed-in user's embeddings tokens.
+ */
+export type RateLimitKey = 'ip' | 'user' | 'address' | 'tokens';
 
 /** The `operation` label of requests no route of the service matched (404, 405): one value, whatever the path. */
 export const UNMATCHED = 'unmatched';
@@ -18,7 +23,10 @@ export interface ScrapeSources {
   databasePool(): PoolStats;
   /** undefined when no embeddings provider is configured. */
   embeddingsBreaker(): BreakerState | undefined;
+  /** The embeddings token-counting threads. */
+  tokenCounting(): TokenCounterStats;
   realtime(): RealtimeStats;
+  passwordHashing(): HashQueueStats;
 }
 
 const BREAKER_STATES: readonly BreakerState[] = ['closed', 'open', 'half-open'];
@@ -47,7 +55,7 @@ export function createMetrics() {
   });
   const rateLimited = new Counter({
     name: 'http_rate_limited_requests_total',
-    help: 'Requests refused with 429 by a rate limit, by operationId and what the limit counts by (ip, user, address)',
+    help: 'Requests refused with 429 by a rate limit, by operationId and what the limit counts by (ip, user, address, tokens)',
     labelNames: ['operation', 'limit'] as const,
     registers,
   });
@@ -89,6 +97,26 @@ export function createMetrics() {
       const current = sources?.embeddingsBreaker();
       if (current === undefined) return;
       for (const state of BREAKER_STATES) this.set({ state }, state === current ? 1 : 0);
+    },
+  });
+  // The pool's own running total, turned into increments at each scrape.
+  let countedAtScrape = 0;
+  new Counter({
+    name: 'embeddings_token_counting_requests_total',
+    help: 'Embeddings requests whose tokens were counted in the worker threads (never on the event loop)',
+    registers,
+    collect() {
+      const completed = sources?.tokenCounting().completed ?? 0;
+      this.inc(completed - countedAtScrape);
+      countedAtScrape = completed;
+    },
+  });
+  new Gauge({
+    name: 'embeddings_token_counting_queued_requests',
+    help: 'Embeddings requests waiting for a token-counting thread',
+    registers,
+    collect() {
+      if (sources) this.set(sources.tokenCounting().queued);
     },
   });
   new Gauge({
@@ -148,6 +176,30 @@ export function createMetrics() {
     registers,
   });
 
+  new Gauge({
+    name: 'password_hash_queue_waiting',
+    help: 'Password hashes (sign-up, sign-in, reset, change) waiting for a turn',
+    registers,
+    collect() {
+      if (sources) this.set(sources.passwordHashing().waiting);
+    },
+  });
+  new Gauge({
+    name: 'password_hash_running',
+    help: 'Password hashes running now (at most PASSWORD_HASH_CONCURRENCY)',
+    registers,
+    collect() {
+      if (sources) this.set(sources.passwordHashing().running);
+    },
+  });
+  const hashRefused = new Counter({
+    name: 'password_hash_refused_total',
+    help: "Requests answered 503 because the password-hash queue had no place (queue_full) or held the network's share (network_share)",
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  for (const reason of ['queue_full', 'network_share']) hashRefused.inc({ reason }, 0);
+
   const recheckDuration = new Histogram({
     name: 'realtime_recheck_duration_seconds',
     help: 'How long one pass of the re-check of every live subscription took',
@@ -168,6 +220,7 @@ export function createMetrics() {
   };
   const embeddings: EmbeddingsEvents = {
     upstreamAttempt: (seconds, outcome) => upstreamDuration.observe({ outcome }, seconds),
+    tokensLimited: () => rateLimited.inc({ operation: 'createEmbeddings', limit: 'tokens' }),
   };
   const realtime: RealtimeEvents = {
     delivered: () => {
@@ -194,6 +247,9 @@ export function createMetrics() {
     },
     rateLimited(operation: string, limit: RateLimitKey): void {
       rateLimited.inc({ operation, limit });
+    },
+    hashRefused(reason: HashRefusal): void {
+      hashRefused.inc({ reason });
     },
     auth,
     embeddings,

@@ -1,0 +1,165 @@
+// Embeddings cannot monopolise an instance: tokens are counted in worker threads (the event loop
+// never loads the tokenizer), and each user has a number of tokens per minute
+// (EMBEDDINGS_TOKENS_PER_MINUTE) as well as of requests, shared by the instances through Redis and
+// still enforced in each instance's memory while Redis is down.
+import { randomBytes } from 'node:crypto';
+import module from 'node:module';
+import type { FastifyInstance } from 'fastify';
+import t, { type Test } from 'tap';
+import { freePort } from '../scripts/lib/service-process.ts';
+import { buildAppCapturingLogs, buildTestApp } from './helpers/app.ts';
+import { newRedisKeyPrefix } from './helpers/auth.ts';
+import { TestClock } from './helpers/clock.ts';
+import { assertErrorBody } from './helpers/error-body.ts';
+import { deleteRedisKeys, redisAvailable, TEST_REDIS_URL } from './helpers/redis.ts';
+import { accessTokenFor } from './helpers/tokens.ts';
+
+// Every module this thread (the event loop's) resolves from here on: the tokenizer must not be one.
+// Hooks registered this way apply to this thread only, not to worker threads.
+const tokenizerOnEventLoop: string[] = [];
+module.registerHooks({
+  resolve(specifier, context, next) {
+    const resolved = next(specifier, context);
+    if (/gpt-tokenizer/.test(specifier) || resolved.url.includes('/gpt-tokenizer/')) {
+      tokenizerOnEventLoop.push(resolved.url);
+    }
+    return resolved;
+  },
+});
+
+const LOCAL_MODEL = 'local/lexical-v1';
+const METRICS_TOKEN = randomBytes(32).toString('hex');
+
+/** A text of exactly `n` cl100k_base tokens: "hello" then " hello" n - 1 times (one token each). */
+const tokens = (n: number) => `hello${' hello'.repeat(n - 1)}`;
+
+const embedAs = (app: FastifyInstance, token: string, input: string | string[]) =>
+  app.inject({
+    method: 'POST',
+    url: '/api/ai/embeddings',
+    headers: { authorization: `Bearer ${token}` },
+    payload: { model: LOCAL_MODEL, input },
+  });
+
+/** One value of the app's Prometheus metrics (0 when the series is absent). */
+async function metric(app: FastifyInstance, name: string, labels = ''): Promise<number | undefined> {
+  const res = await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+  const line = res.body.split('\n').find((l) => l.startsWith(`${name}${labels} `) || l.startsWith(`${name}${labels}{`));
+  return line === undefined ? undefined : Number(line.split(' ').pop());
+}
+
+/** Asserts a tokens-per-minute refusal: 429 RATE_LIMITED, Retry-After within the minute. */
+function assertTokensLimited(t: Test, res: Awaited<ReturnType<typeof embedAs>>, what: string) {
+  t.test(what, async (t) => {
+    const body = assertErrorBody(t, res, 429, 'RATE_LIMITED');
+    t.match(body.message, /tokens/, 'the message says the tokens are used up');
+    const seconds = Number(res.headers['retry-after']);
+    t.ok(Number.isInteger(seconds) && seconds >= 1 && seconds <= 60, `Retry-After ${seconds} within the minute`);
+  });
+}
+
+t.test('tokens are counted in worker threads: the event loop never loads the tokenizer', async (t) => {
+  const { app } = await buildTestApp(t, { env: { METRICS_TOKEN } });
+  const token = accessTokenFor(app);
+  const big = await embedAs(app, token, [tokens(8000), tokens(8000), tokens(8000)]);
+  t.equal(big.statusCode, 200);
+  t.equal(big.json().usage.prompt_tokens, 24_000, 'counted exactly (cl100k_base)');
+  const over = await embedAs(app, token, ['x', tokens(8193)]);
+  t.match(assertErrorBody(t, over, 400, 'INVALID_INPUT').message, /body\.input\[1\] is longer than 8192 tokens/);
+  const small = await embedAs(app, token, 'hello');
+  t.equal(small.json().usage.prompt_tokens, 1);
+
+  t.same(tokenizerOnEventLoop, [], 'no gpt-tokenizer module was loaded on the event loop');
+  t.equal(
+    await metric(app, 'embeddings_token_counting_requests_total'),
+    3,
+    'the worker threads counted all 3 requests',
+  );
+  t.equal(await metric(app, 'embeddings_token_counting_queued_requests'), 0, 'none waiting');
+});
+
+t.test('EMBEDDINGS_TOKENS_PER_MINUTE per user, in one instance (no Redis)', async (t) => {
+  const clock = new TestClock();
+  const { app } = await buildTestApp(t, { clock, env: { EMBEDDINGS_TOKENS_PER_MINUTE: '100', METRICS_TOKEN } });
+  const ann = accessTokenFor(app);
+  const bob = accessTokenFor(app);
+
+  t.equal((await embedAs(app, ann, tokens(60))).statusCode, 200, '60 tokens');
+  assertTokensLimited(t, await embedAs(app, ann, [tokens(25), tokens(25)]), '50 more do not fit in the 40 left: 429');
+  t.equal((await embedAs(app, ann, tokens(40))).statusCode, 200, 'the refused 50 were not counted: 40 more fit');
+  const counted = await metric(app, 'embeddings_token_counting_requests_total');
+  assertTokensLimited(t, await embedAs(app, ann, 'hello'), 'all 100 used: even 1 token is 429');
+  t.equal(
+    await metric(app, 'embeddings_token_counting_requests_total'),
+    counted,
+    'a user with no tokens left is refused before any counting work',
+  );
+
+  t.equal((await embedAs(app, bob, tokens(100))).statusCode, 200, 'another user has a minute of their own');
+  const tooBig = await embedAs(app, accessTokenFor(app), tokens(101));
+  t.match(
+    assertErrorBody(t, tooBig, 400, 'INVALID_INPUT').message,
+    /more than the 100 tokens per minute/,
+    'a request larger than the whole limit could never pass: 400, not 429',
+  );
+  t.equal(
+    await metric(app, 'http_rate_limited_requests_total', '{operation="createEmbeddings",limit="tokens"}'),
+    2,
+    'the refusals are counted in the metrics',
+  );
+
+  clock.advance(61);
+  t.equal((await embedAs(app, ann, tokens(100))).statusCode, 200, 'a minute later the tokens are back');
+});
+
+t.test('across instances through Redis (REDIS_URL): one count per user', async (t) => {
+  if (!(await redisAvailable())) {
+    t.plan(0, `skipped: no Redis at ${TEST_REDIS_URL}`);
+    return;
+  }
+  const prefix = newRedisKeyPrefix('embeddings-tokens');
+  t.teardown(() => deleteRedisKeys(TEST_REDIS_URL, prefix));
+  const env = {
+    EMBEDDINGS_TOKENS_PER_MINUTE: '100',
+    REDIS_URL: TEST_REDIS_URL,
+    REDIS_KEY_PREFIX: prefix,
+    JWT_SECRET: randomBytes(32).toString('base64url'),
+  };
+  const { app: a } = await buildTestApp(t, { env });
+  const { app: b } = await buildTestApp(t, { env });
+  const ann = accessTokenFor(a);
+  const annId = JSON.parse(Buffer.from(ann.split('.')[1] as string, 'base64url').toString()).sub as string;
+
+  t.equal((await embedAs(a, ann, tokens(60))).statusCode, 200, '60 tokens on A');
+  t.equal((await embedAs(b, ann, tokens(40))).statusCode, 200, '40 on B');
+  assertTokensLimited(t, await embedAs(a, ann, 'hello'), 'then A refuses');
+  assertTokensLimited(t, await embedAs(b, ann, 'hello'), 'and B refuses');
+  t.equal((await embedAs(b, accessTokenFor(b), tokens(100))).statusCode, 200, 'another user is not limited');
+
+  const { Redis } = await import('ioredis');
+  const redis = new Redis(TEST_REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  t.teardown(() => redis.disconnect());
+  await redis.connect();
+  const key = `${prefix}embeddings-tokens:${annId}`;
+  t.equal(await redis.get(key), '100', 'the count lives in Redis under REDIS_KEY_PREFIX');
+  const ttl = await redis.pttl(key);
+  t.ok(ttl > 0 && ttl <= 60_000, `and ends with its minute (${ttl} ms left)`);
+});
+
+t.test('Redis down: each instance still enforces the limit in memory, and says so', async (t) => {
+  const port = await freePort(); // nothing listens there
+  const { app, lines } = await buildAppCapturingLogs(t, 'info', {
+    LOG_LEVEL: 'info',
+    EMBEDDINGS_TOKENS_PER_MINUTE: '100',
+    REDIS_URL: `redis://127.0.0.1:${port}`,
+  });
+  await app.ready();
+  const ann = accessTokenFor(app);
+  t.equal((await embedAs(app, ann, tokens(100))).statusCode, 200, '100 tokens');
+  assertTokensLimited(t, await embedAs(app, ann, 'hello'), 'the 101st token is refused: the limit did not vanish');
+  t.equal((await embedAs(app, accessTokenFor(app), 'hello')).statusCode, 200, 'another user is not limited');
+  t.ok(
+    lines.some((l) => l.includes('embeddings tokens per minute counted per instance')),
+    'a warning says the counts are per instance',
+  );
+});
