@@ -89,8 +89,14 @@ export interface AuthTestApp extends TestApp {
   clock: TestClock;
   /** POST /api/auth/users with PASSWORD, `extra` fields on top, and an optional query string. */
   signUp(email: string, extra?: Record<string, unknown>, query?: string): Reply;
-  /** POST /api/auth/email/verify as a mobile client. */
+  /**
+   * POST /api/auth/email/verify as a mobile client, carrying the binding of the last sign-up made
+   * with `signUp` (for the payload's address, or the last of all for a link token), as the client
+   * that signed up would: its password is then proven (see src/auth/unproven-password.ts).
+   */
   verify(payload: Record<string, unknown>): Reply;
+  /** POST /api/auth/email/verify as a mobile client that did not sign up (no binding). */
+  verifyElsewhere(payload: Record<string, unknown>): Reply;
   /** POST /api/auth/email/send-verification for an address. */
   sendVerification(email: string): Reply;
   /** GET /api/auth/sessions/current with a Bearer access token. */
@@ -124,13 +130,37 @@ export async function buildAuthTestApp(t: Teardown, options: AuthTestAppOptions 
     return mail;
   }
 
+  // The bindings sign-ups answered with, by address (and the last one, for link tokens).
+  const bindings = new Map<string, string>();
+  let lastBinding: string | undefined;
+  const verifyElsewhere = (payload: Record<string, unknown>) =>
+    app.inject({ method: 'POST', url: '/api/auth/email/verify?client_type=mobile', payload });
+
   return {
     ...built,
     smtp,
     clock,
-    signUp: (email, extra = {}, query = '') =>
-      app.inject({ method: 'POST', url: `/api/auth/users${query}`, payload: { email, password: PASSWORD, ...extra } }),
-    verify: (payload) => app.inject({ method: 'POST', url: '/api/auth/email/verify?client_type=mobile', payload }),
+    async signUp(email, extra = {}, query = '') {
+      const res = await app.inject({
+        method: 'POST',
+        url: `/api/auth/users${query}`,
+        payload: { email, password: PASSWORD, ...extra },
+      });
+      const binding = res.statusCode === 202 ? (res.json() as { signUpBinding?: string }).signUpBinding : undefined;
+      if (binding !== undefined) {
+        bindings.set(email.toLowerCase(), binding);
+        lastBinding = binding;
+      }
+      return res;
+    },
+    verify(payload) {
+      const binding =
+        typeof payload.email === 'string' ? bindings.get(payload.email.toLowerCase()) : lastBinding;
+      return verifyElsewhere(
+        binding === undefined || 'signUpBinding' in payload ? payload : { ...payload, signUpBinding: binding },
+      );
+    },
+    verifyElsewhere,
     sendVerification: (email) =>
       app.inject({ method: 'POST', url: '/api/auth/email/send-verification', payload: { email } }),
     current: (accessToken) =>
