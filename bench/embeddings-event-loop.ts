@@ -152,7 +152,7 @@ try {
   const { base, adminToken } = await startBenchService(started, {
     DATABASE_URL: process.env.DATABASE_URL ?? 'memory://',
     EMBEDDINGS_RATE_LIMIT: String(requests + 100),
-    EMBEDDINGS_TOKENS_PER_MINUTE: String(requests * tokensPerRequest + 1),
+    EMBEDDINGS_TOKENS_PER_MINUTE: String((requests + 1) * tokensPerRequest),
   });
   // One request first: the tokenizer loads (in whichever thread counts) before anything is timed.
   const warm = await fetch(`${base}/api/ai/embeddings`, {
