@@ -950,7 +950,12 @@ export interface paths {
          * @description Computes vector embeddings for one text or a batch of texts with the
          *     chosen embedding model. `data[i].index` is the position of the input
          *     the vector belongs to. Any signed-in user may call it, up to a
-         *     per-user number of requests per minute (`429 RATE_LIMITED` beyond).
+         *     per-user number of requests and of tokens per minute, shared by
+         *     every instance (`429 RATE_LIMITED` with `Retry-After` beyond). A
+         *     request's tokens count once they are known: one that does not fit in
+         *     what is left of the user's minute is refused and not counted; one
+         *     with more tokens than the whole per-minute allowance is
+         *     `400 INVALID_INPUT`.
          *
          *     - `model`: `local/lexical-v1` is computed inside the service (512
          *       dimensions, lexical rather than semantic similarity) and is always
@@ -989,7 +994,8 @@ export interface paths {
          *     unreachable provider (after up to two retries) are
          *     `502 PROVIDER_UNAVAILABLE`; no answer in time is
          *     `504 PROVIDER_TIMEOUT`. `503 SERVICE_UNAVAILABLE` means the model
-         *     needs a provider and none is configured.
+         *     needs a provider and none is configured, or (with `Retry-After`)
+         *     that too many requests are waiting to have their tokens counted.
          */
         post: operations["createEmbeddings"];
         delete?: never;

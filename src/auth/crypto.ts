@@ -1,16 +1,21 @@
 import { createHash, createHmac, hkdfSync, randomBytes, randomInt, scrypt, timingSafeEqual } from 'node:crypto';
+import { queuedHash } from './password-hashing.ts';
 
 /** Keys derived from the one server secret, one per purpose, so that no value can pass for another. */
 export interface DerivedKeys {
   otp: Buffer;
   csrf: Buffer;
+  /** Derives a refresh token's successor from it (the successor is reproducible within the reuse interval). */
+  refresh: Buffer;
   /** Pseudonymises the end-user ids sent to the embeddings provider. */
   endUser: Buffer;
+  /** Signs known-device signals (the device cookie and token, known-device.ts). */
+  device: Buffer;
 }
 
 export function deriveKeys(secret: string): DerivedKeys {
   const derive = (purpose: string) => Buffer.from(hkdfSync('sha256', secret, 'accounts-service', purpose, 32));
-  return { otp: derive('email-otp'), csrf: derive('csrf'), endUser: derive('embeddings-end-user') };
+  return { otp: derive('email-otp'), csrf: derive('csrf'), refresh: derive('refresh-token'), endUser: derive('embeddings-end-user'), device: derive('known-device') };
 }
 
 /** A 6-digit code from the CSPRNG, leading zeros kept. */
@@ -51,22 +56,32 @@ export function constantTimeEqual(a: string, b: string): boolean {
 // parameters for scrypt. Stored as scrypt$N$r$p$salt$key so that parameters can change later.
 const SCRYPT = { N: 2 ** 15, r: 8, p: 1, keyLength: 32, maxmem: 64 * 1024 * 1024 };
 
+/** One scrypt run, in its turn in the hash queue of the request it serves (password-hashing.ts). */
 function scryptAsync(password: string, salt: Buffer, N: number, r: number, p: number, keyLength: number) {
-  return new Promise<Buffer>((resolve, reject) =>
-    scrypt(password, salt, keyLength, { N, r, p, maxmem: SCRYPT.maxmem }, (err, key) =>
-      err ? reject(err) : resolve(key),
-    ),
+  return queuedHash(
+    () =>
+      new Promise<Buffer>((resolve, reject) =>
+        scrypt(password, salt, keyLength, { N, r, p, maxmem: SCRYPT.maxmem }, (err, key) =>
+          err ? reject(err) : resolve(key),
+        ),
+      ),
   );
 }
 
-/** A memory-hard hash of a password with its own random salt. */
+/**
+ * A memory-hard hash of a password with its own random salt. During a request it waits its turn in
+ * the instance's hash queue, and throws 503 SERVICE_UNAVAILABLE when that queue has no place.
+ */
 export async function hashPassword(password: string): Promise<string> {
   const salt = randomBytes(16);
   const key = await scryptAsync(password, salt, SCRYPT.N, SCRYPT.r, SCRYPT.p, SCRYPT.keyLength);
   return `scrypt$${SCRYPT.N}$${SCRYPT.r}$${SCRYPT.p}$${salt.toString('base64url')}$${key.toString('base64url')}`;
 }
 
-/** Checks a password against a stored hash in constant time; a malformed hash never matches. */
+/**
+ * Checks a password against a stored hash in constant time; a malformed hash never matches. Queued
+ * like hashPassword (the check of an unknown address against dummyPasswordHash too).
+ */
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {
   const [scheme, n, r, p, salt, key] = stored.split('$');
   if (scheme !== 'scrypt' || !n || !r || !p || !salt || !key) return false;

@@ -27,6 +27,31 @@ export function refreshTokenFromBody(body: RefreshBody | undefined): string | un
   return camel ?? snake;
 }
 
+/**
+ * Every value of the cookie `name` in the Cookie header, in the order sent, empty ones left out. A
+ * browser sends one per path and domain it holds (longer paths first), so a cookie planted on a
+ * longer path by a sibling host comes before the service's own; parsers that keep only the first
+ * (the cookie plugin's) would see only the planted one.
+ */
+export function cookieValues(request: FastifyRequest, name: string): string[] {
+  const header = request.headers.cookie;
+  if (header === undefined) return [];
+  const values: string[] = [];
+  for (const pair of header.split(';')) {
+    const eq = pair.indexOf('=');
+    if (eq === -1 || pair.slice(0, eq).trim() !== name) continue;
+    let value = pair.slice(eq + 1).trim();
+    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1);
+    try {
+      value = decodeURIComponent(value);
+    } catch {
+      // Kept as sent: it matches no token, and the next value is looked at.
+    }
+    if (value !== '') values.push(value);
+  }
+  return values;
+}
+
 const MAX_AUTHORIZATION_LENGTH = 4096;
 
 /**

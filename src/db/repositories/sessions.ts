@@ -83,14 +83,26 @@ export async function findSessionByRefreshHash(db: Executor, hash: string): Prom
   return db.selectFrom('sessions').selectAll().where('refresh_token_hash', '=', hash).executeTakeFirst();
 }
 
-/** The session a rotated (no longer current) refresh token belonged to. */
-export async function findSessionOfRotatedToken(db: Executor, hash: string): Promise<SessionRow | undefined> {
+/** The session a rotated (no longer current) refresh token belonged to, and when it was rotated. */
+export async function findSessionOfRotatedToken(
+  db: Executor,
+  hash: string,
+): Promise<(SessionRow & { rotated_at: Date }) | undefined> {
   return db
     .selectFrom('rotated_refresh_tokens as r')
     .innerJoin('sessions', 'sessions.id', 'r.session_id')
     .selectAll('sessions')
+    .select('r.rotated_at')
     .where('r.token_hash', '=', hash)
     .executeTakeFirst();
+}
+
+/**
+ * A session as it is now, locked FOR SHARE until the transaction ends: a revocation (FOR UPDATE
+ * by its UPDATE) waits for it, or commits first and is seen.
+ */
+export async function findSessionForShare(db: Executor, sessionId: string): Promise<SessionRow | undefined> {
+  return db.selectFrom('sessions').selectAll().where('id', '=', sessionId).forShare().executeTakeFirst();
 }
 
 /**
