@@ -2,7 +2,11 @@
  * Account enumeration by timing: does an auth operation answer a registered address measurably
  * slower or faster than an unknown one? Three kinds of address (known-unverified: signed up, never
  * verified; known-verified: signed up and verified; unknown: never seen) and three operations
- * (re-send the verification email, sign up, verify with a wrong code). For each operation, each
+ * (re-send the verification email, sign up, verify with a wrong code). And whether an address has an
+ * unused code: a wrong sign-in code (`POST /api/auth/sessions`, method otp) and a wrong reset code
+ * (exchange-reset-password-token) at an address with an unused code (known-with-code) and at a
+ * verified account without one (known-verified), each against the unknown address (which has no
+ * code); for verify, known-unverified is the address with an unused code. For each operation, each
  * known kind is compared with the unknown kind: a warm-up, then alternating pairs (known, unknown,
  * known, unknown, …), one request at a time over one keep-alive connection. Reported per comparison:
  * the median latency of each kind, their difference, whether it is within 1 ms, and whether status
@@ -11,6 +15,7 @@
  *   npm run bench:timing -- --database pglite       # or postgres (the default)
  *   npm run bench:timing -- --pairs 50 --warmup 20 --timeout 900
  *   npm run bench:timing -- --quick                 # 10 pairs, 4 warm-up requests: a smoke test
+ *   npm run bench:timing -- --operations verify-wrong-code,sign-in-wrong-code,reset-wrong-code
  *
  * As an attacker probes: one address of each kind, re-used for every request of an operation
  * (each operation gets its own three addresses, so that one operation's probes do not change the
@@ -37,8 +42,13 @@ import { parseBenchOptions } from './lib/options.ts';
 import { startBuiltService, stopAll } from './lib/setup.ts';
 
 const usage =
-  'usage: npm run bench:timing -- [--quick] [--database postgres|pglite] [--pairs N] [--warmup N] [--timeout S]';
-const { quick, kind, extra } = parseBenchOptions(usage, { quick: 1, full: 1 }, ['pairs', 'warmup', 'timeout']);
+  'usage: npm run bench:timing -- [--quick] [--database postgres|pglite] [--pairs N] [--warmup N] [--timeout S] [--operations id,…]';
+const { quick, kind, extra } = parseBenchOptions(usage, { quick: 1, full: 1 }, [
+  'pairs',
+  'warmup',
+  'timeout',
+  'operations',
+]);
 const whole = (value: string | undefined, fallback: number, max: number): number => {
   const n = Number(value ?? fallback);
   if (!Number.isSafeInteger(n) || n < 0 || n > max) {
@@ -66,13 +76,25 @@ const WRONG_CODE = '000000';
 const DOMAIN = 'example.com';
 const tag = randomBytes(4).toString('hex');
 
-type AddressKind = 'known-unverified' | 'known-verified' | 'unknown';
-type Operation = 'send-verification' | 'sign-up' | 'verify-wrong-code';
+type AddressKind = 'known-unverified' | 'known-verified' | 'known-with-code' | 'unknown';
+type Operation = 'send-verification' | 'sign-up' | 'verify-wrong-code' | 'sign-in-wrong-code' | 'reset-wrong-code';
 const operations: { id: Operation; title: string }[] = [
   { id: 'send-verification', title: 'POST /api/auth/email/send-verification' },
   { id: 'sign-up', title: 'POST /api/auth/users (sign-up)' },
   { id: 'verify-wrong-code', title: 'POST /api/auth/email/verify (wrong code)' },
+  { id: 'sign-in-wrong-code', title: 'POST /api/auth/sessions (wrong sign-in code)' },
+  { id: 'reset-wrong-code', title: 'POST /api/auth/email/exchange-reset-password-token (wrong code)' },
 ];
+const chosen = extra.operations?.split(',').map((id) => id.trim());
+if (chosen?.some((id) => !operations.some((op) => op.id === id))) {
+  console.error(`${usage}\n  operations: ${operations.map((op) => op.id).join(', ')}`);
+  process.exit(1);
+}
+const measured = chosen === undefined ? operations : operations.filter((op) => chosen.includes(op.id));
+/** The operations that compare an address with an unused code (and a verified one without) with the unknown one. */
+const codeOperations: readonly Operation[] = ['sign-in-wrong-code', 'reset-wrong-code'];
+/** The per-address gap between emails: a code sent sooner after the verification email would not be stored. */
+const EMAIL_GAP_MS = 61_000;
 
 interface Sample {
   ms: number;
@@ -193,6 +215,10 @@ try {
         return send('POST', '/api/auth/users', { email, password: PASSWORD });
       case 'verify-wrong-code':
         return send('POST', '/api/auth/email/verify?client_type=mobile', { email, otp: WRONG_CODE });
+      case 'sign-in-wrong-code':
+        return send('POST', '/api/auth/sessions?client_type=mobile', { method: 'otp', email, otp: WRONG_CODE });
+      case 'reset-wrong-code':
+        return send('POST', '/api/auth/email/exchange-reset-password-token', { email, code: WRONG_CODE });
     }
   };
   const expect = (sample: Sample, status: number, what: string) => {
@@ -228,19 +254,43 @@ try {
     const otp = await mailedCode(verified);
     const verify = await send('POST', '/api/auth/email/verify?client_type=mobile', { email: verified, otp });
     expect(verify, 200, `verification of ${verified}`);
-    return { 'known-unverified': unverified, 'known-verified': verified } as const;
+    return { 'known-unverified': unverified, 'known-verified': verified, verifiedAt: Date.now() } as const;
+  };
+
+  /**
+   * For the code operations: a verified account that is then sent a code (after the per-address gap
+   * since its verification email), and another without one.
+   */
+  const prepareCodeAccounts = async (operation: Operation) => {
+    const withCode = await prepareAccounts(operation);
+    const other = await prepareAccounts(`${operation}-other` as Operation);
+    const wait = withCode.verifiedAt + EMAIL_GAP_MS - Date.now();
+    if (wait > 0) {
+      progress(`    waiting ${Math.ceil(wait / 1000)} s (the per-address gap between emails)`);
+      await new Promise((r) => setTimeout(r, wait));
+    }
+    const email = withCode['known-verified'];
+    const url = operation === 'sign-in-wrong-code' ? '/api/auth/email/send-otp' : '/api/auth/email/send-reset-password';
+    expect(await send('POST', url, { email }), 202, `${url} for ${email}`);
+    return { 'known-with-code': email, 'known-verified': other['known-verified'] } as const;
   };
 
   const comparisons: Comparison[] = [];
-  for (const [i, op] of operations.entries()) {
-    progress(`[${i + 1}/${operations.length}] ${op.title}: preparing a known-unverified and a known-verified address`);
-    const known = await prepareAccounts(op.id);
+  for (const [i, op] of measured.entries()) {
+    progress(`[${i + 1}/${measured.length}] ${op.title}: preparing a known-unverified and a known-verified address`);
+    const known: Partial<Record<AddressKind, string>> = codeOperations.includes(op.id)
+      ? await prepareCodeAccounts(op.id)
+      : await prepareAccounts(op.id);
     let fresh = 0;
     const unknownAddress = () =>
       op.id === 'sign-up'
         ? `timing-${tag}-${op.id}-unknown-${fresh++}@${DOMAIN}`
         : `timing-${tag}-${op.id}-unknown@${DOMAIN}`;
-    for (const knownKind of ['known-unverified', 'known-verified'] as const) {
+    const knownKinds = codeOperations.includes(op.id)
+      ? (['known-with-code', 'known-verified'] as const)
+      : (['known-unverified', 'known-verified'] as const);
+    for (const knownKind of knownKinds) {
+      const knownAddress = known[knownKind] ?? '';
       const c: Comparison = {
         operation: op.id,
         title: op.title,
@@ -249,10 +299,10 @@ try {
         unknownSamples: [],
       };
       for (let w = 0; w < warmup; w++) {
-        await request(op.id, w % 2 === 0 ? known[knownKind] : unknownAddress());
+        await request(op.id, w % 2 === 0 ? knownAddress : unknownAddress());
       }
       for (let p = 0; p < pairs; p++) {
-        c.knownSamples.push(await request(op.id, known[knownKind]));
+        c.knownSamples.push(await request(op.id, knownAddress));
         c.unknownSamples.push(await request(op.id, unknownAddress()));
         if ((p + 1) % 10 === 0 || p + 1 === pairs) {
           progress(

@@ -1,6 +1,8 @@
 // Whether an address has an account, verified or not, must not show in the time sign-up,
 // send-verification and verify take: each runs the very same database statements for a
 // known-unverified, a known-verified and an unknown address (the figures are in bench/enumeration-timing.ts).
+// Nor whether it has an unused code: a wrong verification code, a wrong sign-in code and a wrong
+// reset code run the same statements, writing the same number of rows, with and without one.
 import t, { type Test } from 'tap';
 import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
@@ -45,6 +47,26 @@ async function setup(t: Test) {
   if (done.statusCode !== 200) throw new Error(`verify: ${done.statusCode} ${done.body}`);
   const kinds = { 'known-unverified': unverified, 'known-verified': verified, unknown: newEmail('unknown') };
 
+  /** A verified account's address (its verification code consumed). */
+  async function verifiedAccount(label: string): Promise<string> {
+    const email = newEmail(label);
+    await post('/api/auth/users', { email, password: 'password three' });
+    const sent = (await smtp.waitFor(email, 1))[0];
+    const ok = await post('/api/auth/email/verify?client_type=mobile', { email, otp: sent?.code });
+    if (ok.statusCode !== 200) throw new Error(`verify: ${ok.statusCode} ${ok.body}`);
+    return email;
+  }
+
+  /** Sends a sign-in or reset code to `email` and returns it (the n-th mail to the address). */
+  async function mailedCode(url: string, email: string, n: number): Promise<string> {
+    clock.advance(61);
+    const res = await post(url, { email });
+    if (res.statusCode !== 202 && res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode} ${res.body}`);
+    const code = (await smtp.waitFor(email, n))[n - 1]?.code;
+    if (code === undefined) throw new Error(`no code mailed to ${email}`);
+    return code;
+  }
+
   /** The statements one request runs, and its answer. */
   async function statementsOf(request: () => ReturnType<typeof post>) {
     recorder.recording = [];
@@ -54,7 +76,7 @@ async function setup(t: Test) {
     recorder.recording = undefined;
     return { statements, rowsWritten: recorder.rowsWritten, status: res.statusCode, body: res.body };
   }
-  return { kinds, post, clock, statementsOf };
+  return { kinds, post, clock, statementsOf, verifiedAccount, mailedCode };
 }
 
 type Kinds = Awaited<ReturnType<typeof setup>>['kinds'];
@@ -63,9 +85,10 @@ async function assertSameWork(
   t: Test,
   s: Awaited<ReturnType<typeof setup>>,
   request: (email: string) => () => ReturnType<Awaited<ReturnType<typeof setup>>['post']>,
+  options: { kinds?: Record<string, string>; sameRowsWritten?: boolean } = {},
 ) {
   const runs: Record<string, { statements: string[]; rowsWritten: number; status: number; body: string }> = {};
-  for (const [kind, email] of Object.entries(s.kinds) as [keyof Kinds, string][]) {
+  for (const [kind, email] of Object.entries(options.kinds ?? s.kinds) as [keyof Kinds, string][]) {
     // Each address outside the email cooldown, so that the limits say the same for all.
     s.clock.advance(61);
     runs[kind] = await s.statementsOf(request(email));
@@ -78,6 +101,9 @@ async function assertSameWork(
   for (const [kind, run] of Object.entries(runs)) t.ok(run.rowsWritten > 0, `${kind}: writes at least one row`);
   for (const [kind, run] of others) {
     t.same(run.statements, first[1].statements, `${kind} runs the same statements as ${first[0]}`);
+    if (options.sameRowsWritten) {
+      t.equal(run.rowsWritten, first[1].rowsWritten, `${kind} writes as many rows as ${first[0]}`);
+    }
     t.equal(run.status, first[1].status, `${kind}: the same status`);
     t.equal(run.body, first[1].body, `${kind}: the same body`);
   }
@@ -99,5 +125,44 @@ t.test('verify with a wrong code runs the same statements for every kind of addr
     t,
     s,
     (email) => () => s.post('/api/auth/email/verify?client_type=mobile', { email, otp: wrongCode('000000') }),
+  );
+});
+
+// An unused code's attempt count goes up on a wrong guess; without one, a row is written elsewhere
+// instead (code_attempt_misses): the same statements and the same number of rows either way.
+t.test('a wrong verification code: the same work with and without an unused code', async (t) => {
+  const s = await setup(t);
+  // known-unverified has an unused code; known-verified's was used; unknown never had one.
+  await assertSameWork(
+    t,
+    s,
+    (email) => () => s.post('/api/auth/email/verify?client_type=mobile', { email, otp: '000000' }),
+    { sameRowsWritten: true },
+  );
+});
+
+t.test('a wrong sign-in code: the same work with and without an unused code', async (t) => {
+  const s = await setup(t);
+  const withCode = await s.verifiedAccount('sign-in-code');
+  const code = await s.mailedCode('/api/auth/email/send-otp', withCode, 2);
+  const kinds = { 'with an unused code': withCode, 'without one': s.kinds['known-verified'], unknown: s.kinds.unknown };
+  await assertSameWork(
+    t,
+    s,
+    (email) => () => s.post('/api/auth/sessions?client_type=mobile', { method: 'otp', email, otp: wrongCode(code) }),
+    { kinds, sameRowsWritten: true },
+  );
+});
+
+t.test('a wrong reset code: the same work with and without an unused code', async (t) => {
+  const s = await setup(t);
+  const withCode = await s.verifiedAccount('reset-code');
+  const code = await s.mailedCode('/api/auth/email/send-reset-password', withCode, 2);
+  const kinds = { 'with an unused code': withCode, 'without one': s.kinds['known-verified'], unknown: s.kinds.unknown };
+  await assertSameWork(
+    t,
+    s,
+    (email) => () => s.post('/api/auth/email/exchange-reset-password-token', { email, code: wrongCode(code) }),
+    { kinds, sameRowsWritten: true },
   );
 });

@@ -18,13 +18,15 @@ export function createEmailCodeChecks(deps: AuthDeps) {
   /**
    * A code submission for a (lower-cased) address. The code's attempt is taken and the address's
    * daily attempt counted (one writing statement, account or not; a guess at a live code only)
-   * before comparing, so that concurrent guesses cannot share attempts; wrong, expired, used, voided
+   * before comparing, and an attempt without an unused code writes one row instead of the code's
+   * count (the same statements and writes whether the address has an unused code or not), so that concurrent guesses cannot share attempts; wrong, expired, used, voided
    * and missing codes all throw the same INVALID_OTP. Returns the code's row, not yet consumed.
    */
   async function check(purpose: EmailCodePurpose, email: string, code: string): Promise<emailCodes.EmailCodeRow> {
     const now = clock.now();
     const { attempts, row } = await db.transaction().execute(async (trx) => {
       const taken = await emailCodes.takeCodeAttempt(trx, email, purpose);
+      await emailCodes.recordAttemptWithoutCode(trx, email, purpose, taken !== undefined, now);
       const againstLiveCode = taken !== undefined && taken.expires_at > now;
       return { attempts: await addressLimits.recordCodeAttempt(trx, email, now, againstLiveCode), row: taken };
     });

@@ -1,5 +1,6 @@
 import type { Transaction } from 'kysely';
 import * as addressLimits from '../db/repositories/address-limits.ts';
+import * as emailCodes from '../db/repositories/email-codes.ts';
 import * as users from '../db/repositories/users.ts';
 import * as verifications from '../db/repositories/verifications.ts';
 import type { Database } from '../db/schema.ts';
@@ -103,6 +104,8 @@ export function createEmailVerification(
     const now = clock.now();
     const { attempts, v } = await db.transaction().execute(async (trx) => {
       const taken = await verifications.takeCodeAttempt(trx, email);
+      // No unused code: one row written instead, so that time does not tell whether there was one.
+      await emailCodes.recordAttemptWithoutCode(trx, email, 'verification', taken !== undefined, now);
       const againstLiveCode = taken !== undefined && taken.code_expires_at > now;
       return { attempts: await addressLimits.recordCodeAttempt(trx, email, now, againstLiveCode), v: taken };
     });

@@ -17,6 +17,7 @@ import * as m0014 from './migrations/0014_embedding_usage_end_user.ts';
 import * as m0015 from './migrations/0015_unproven_passwords.ts';
 import * as m0016 from './migrations/0016_known_device_emails.ts';
 import * as m0017 from './migrations/0017_id_token_uses.ts';
+import * as m0018 from './migrations/0018_code_attempt_misses.ts';
 import type { Database } from './schema.ts';
 
 /** Every migration, in order. Listed by hand so that no file-system scan happens at start-up. */
@@ -38,6 +39,7 @@ export const migrations: Record<string, Migration> = {
   '0015_unproven_passwords': m0015,
   '0016_known_device_emails': m0016,
   '0017_id_token_uses': m0017,
+  '0018_code_attempt_misses': m0018,
 };
 
 /**

@@ -158,6 +158,14 @@ export interface DeletedAccountSessionsTable {
   revoked_at: Date;
 }
 
+/** Wrong-code attempts at an address without an unused code of the kind (written for equal work only). */
+export interface CodeAttemptMissesTable {
+  email: string;
+  purpose: 'verification' | EmailCodePurpose;
+  attempts: number;
+  last_attempt_at: Date;
+}
+
 export interface RotatedRefreshTokensTable {
   token_hash: string;
   session_id: string;
@@ -223,6 +231,7 @@ export interface Database {
   email_send_devices: EmailSendDevicesTable;
   sessions: SessionsTable;
   rotated_refresh_tokens: RotatedRefreshTokensTable;
+  code_attempt_misses: CodeAttemptMissesTable;
   deleted_account_sessions: DeletedAccountSessionsTable;
   embedding_usage: EmbeddingUsageTable;
   'realtime.channels': RealtimeChannelsTable;

@@ -1,5 +1,5 @@
 import { type Selectable, sql } from 'kysely';
-import type { EmailCodePurpose, EmailCodesTable, Executor } from '../schema.ts';
+import type { CodeAttemptMissesTable, EmailCodePurpose, EmailCodesTable, Executor } from '../schema.ts';
 
 export type EmailCodeRow = Selectable<EmailCodesTable>;
 
@@ -140,6 +140,41 @@ export async function takeCodeAttempt(
 }
 
 /**
+ * The second half of a code attempt: when no unused code was taken (`taken` false), one row is
+ * written here instead, so that an attempt at an address with an unused code (whose count goes up)
+ * and one at any other address write one row each and run the same statements. Writes nothing
+ * when a code was taken.
+ */
+export async function recordAttemptWithoutCode(
+  db: Executor,
+  email: string,
+  purpose: CodeAttemptMissesTable['purpose'],
+  taken: boolean,
+  now: Date,
+): Promise<void> {
+  await db
+    .insertInto('code_attempt_misses')
+    .columns(['email', 'purpose', 'attempts', 'last_attempt_at'])
+    .expression(
+      db
+        .selectNoFrom((eb) => [
+          eb.val(email).as('email'),
+          eb.val(purpose).as('purpose'),
+          sql<number>`1`.as('attempts'),
+          eb.val(now).as('last_attempt_at'),
+        ])
+        .where(sql<boolean>`${!taken}::boolean`),
+    )
+    .onConflict((oc) =>
+      oc.columns(['email', 'purpose']).doUpdateSet({
+        attempts: sql<number>`code_attempt_misses.attempts + 1`,
+        last_attempt_at: sql<Date>`excluded.last_attempt_at`,
+      }),
+    )
+    .execute();
+}
+
+/**
  * Consumes exactly this issuance of a code, if it is still live (and, for a password-reset code,
  * its account is not disabled). Of any number of concurrent callers, one gets the row: the
  * condition and the write are one atomic UPDATE.
@@ -203,9 +238,13 @@ export async function deleteAccountCodes(db: Executor, userId: string, email: st
     .execute();
 }
 
-/** Deletes the codes and reset tokens that have expired. */
+/** Deletes the codes and reset tokens that have expired, and the records of attempts without a code a day old. */
 export async function deleteExpiredCodes(db: Executor, now: Date): Promise<number> {
   const codes = await db.deleteFrom('email_codes').where('expires_at', '<=', now).executeTakeFirst();
   const tokens = await db.deleteFrom('password_reset_tokens').where('expires_at', '<=', now).executeTakeFirst();
-  return Number(codes.numDeletedRows) + Number(tokens.numDeletedRows);
+  const misses = await db
+    .deleteFrom('code_attempt_misses')
+    .where('last_attempt_at', '<=', new Date(now.getTime() - 24 * 3600 * 1000))
+    .executeTakeFirst();
+  return Number(codes.numDeletedRows) + Number(tokens.numDeletedRows) + Number(misses.numDeletedRows);
 }
