@@ -8,15 +8,25 @@ import { ApiError } from '../errors.ts';
 import type { Mailer } from '../mail/mailer.ts';
 import type { AccessTokenClaims } from './access-token.ts';
 import { type DerivedKeys, hmacHex } from './crypto.ts';
+import { deviceSignals, knownDevice } from './known-device.ts';
 import type { SignInThrottle } from './sign-in-throttle.ts';
 
 /** Failed code attempts after which a verification is void. */
 export const MAX_CODE_FAILURES = 5;
 /**
  * Emails to one address: the minimum gap between two, how many it gets per day, and how many of
- * those one requester (client IP) can cause, so that others cannot use up the owner's.
+ * those one requester (client IP) can cause; beyond them, one reset or sign-in email per 15
+ * minutes (the reserve); and the known devices' own budget (5 a day each, 10 for all), so that
+ * others cannot keep the owner from a way back in. At most 10 + 96 + 10 = 116 emails a day.
  */
-export const EMAIL_LIMITS = { cooldownSeconds: 60, perDay: 10, perRequesterPerDay: 3 };
+export const EMAIL_LIMITS = {
+  cooldownSeconds: 60,
+  perDay: 10,
+  perRequesterPerDay: 3,
+  reservePeriodSeconds: 15 * 60,
+  perKnownDevicePerDay: 5,
+  knownDevicesPerDay: 10,
+};
 
 /** Why an email was not sent when the address's limits refused it (for the development log only). */
 export const EMAIL_LIMITED = `the address got an email less than ${EMAIL_LIMITS.cooldownSeconds} s ago, or has had its ${EMAIL_LIMITS.perDay} emails for the day (${EMAIL_LIMITS.perRequesterPerDay} of them from one client address)`;
@@ -55,6 +65,26 @@ export interface ClientInfo {
   clientType: ClientType;
   userAgent: string | null;
   ip: string | null;
+  /** The device signals the request carries (the device cookie, the X-Device-Token header), unchecked. */
+  devices?: readonly (string | undefined)[] | undefined;
+}
+
+/**
+ * The id of the known device among the client's signals for the account `userId` (undefined when
+ * none was issued for it, or it has expired). See known-device.ts.
+ */
+export function knownDeviceFor(
+  keys: DerivedKeys,
+  client: Pick<ClientInfo, 'devices'>,
+  userId: string | undefined,
+  now: Date,
+): string | undefined {
+  return knownDevice(keys.device, deviceSignals(client.devices ?? [], now), userId);
+}
+
+/** Whether the client sent a device signal worth checking against an account (well-formed, unexpired). */
+export function offersDevice(client: Pick<ClientInfo, 'devices'>, now: Date): boolean {
+  return deviceSignals(client.devices ?? [], now).length > 0;
 }
 
 /**

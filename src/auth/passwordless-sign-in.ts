@@ -132,12 +132,12 @@ export function createPasswordlessSignIn(
       outcome = await consume(row, { email, name: input.name }, client);
       if (outcome === undefined) throw invalidOtp();
     } catch (err) {
-      if (err instanceof ApiError && err.code === 'INVALID_OTP') await signInThrottle.recordFailure(email);
+      if (err instanceof ApiError && err.code === 'INVALID_OTP') await signInThrottle.recordFailure(email, device);
       throw err;
     }
     issuer.revoked(outcome.ended);
     unproven.announce(outcome.removal);
-    await signInThrottle.recordSuccess(email);
+    await signInThrottle.recordSuccess(email, device);
     return outcome.session;
   }
 

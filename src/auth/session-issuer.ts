@@ -2,8 +2,9 @@ import type { Kysely } from 'kysely';
 import * as sessions from '../db/repositories/sessions.ts';
 import type { UserRow } from '../db/repositories/users.ts';
 import type { ClientType, Database } from '../db/schema.ts';
-import { type AuthDeps, type ClientInfo, inSeconds } from './auth-context.ts';
+import { type AuthDeps, type ClientInfo, inSeconds, knownDeviceFor } from './auth-context.ts';
 import { hmacHex, newOpaqueToken, sha256Hex } from './crypto.ts';
+import { newDeviceId, signDevice } from './known-device.ts';
 import { type ApiUser, toApiUser } from './user-view.ts';
 
 /** A new or refreshed session: what the handler turns into a Session result (and a cookie for web). */
@@ -15,6 +16,11 @@ export interface IssuedSession {
   clientType: ClientType;
   /** Seconds the session (and so the refresh token) has left. */
   refreshTokenMaxAge: number;
+  /**
+   * When a session opened (not on refresh): the signal that this device has signed in to the
+   * account (known-device.ts), for the device cookie (web) or the body (mobile, desktop).
+   */
+  deviceToken?: string | undefined;
 }
 
 /** Opens, re-issues and ends sessions; every revocation is announced to every instance. */
@@ -61,11 +67,23 @@ export function createSessionIssuer(deps: AuthDeps) {
     return { row, refreshToken, now };
   }
 
+  /**
+   * The device signal a new session hands out: the device's id kept when it already was a known
+   * device of this account, a new one otherwise; valid a year from now.
+   */
+  function deviceTokenFor(user: UserRow, client: ClientInfo, now: Date): string {
+    const deviceId = knownDeviceFor(keys, client, user.id, now) ?? newDeviceId();
+    return signDevice(keys.device, deviceId, user.id, now);
+  }
+
   /** Opens a session for `user` (in `executor`'s transaction when given). */
   async function start(user: UserRow, client: ClientInfo, executor: Kysely<Database> = db): Promise<IssuedSession> {
     const { row, refreshToken, now } = newSession(user, client);
     const session = await sessions.insertSession(executor, row);
-    return issued(user, session, refreshToken, client.clientType, now);
+    return {
+      ...issued(user, session, refreshToken, client.clientType, now),
+      deviceToken: deviceTokenFor(user, client, now),
+    };
   }
 
   /**
@@ -77,7 +95,11 @@ export function createSessionIssuer(deps: AuthDeps) {
     const { row, refreshToken, now } = newSession(user, client);
     const checked = { passwordHash: user.password_hash, role: user.role };
     const session = await sessions.insertSessionIfCredentialsHold(db, row, checked);
-    return session && issued(user, session, refreshToken, client.clientType, now);
+    if (session === undefined) return undefined;
+    return {
+      ...issued(user, session, refreshToken, client.clientType, now),
+      deviceToken: deviceTokenFor(user, client, now),
+    };
   }
 
   /**

@@ -52,12 +52,16 @@ export interface SignInThrottle {
    * address must not try yet (answer 429 with Retry-After, do not check the password); otherwise
    * undefined. Once the address is backing off, an attempt that goes ahead takes the slot: others
    * wait a full delay from then, so attempts made at once cannot share one slot.
+   *
+   * `device`: the id of a known device of the address's account (known-device.ts). Its attempts
+   * have a back-off record of their own (OWASP's device cookies): strangers' failures do not hold
+   * it back, and its own failures back it off without holding back anyone else.
    */
-  beginAttempt(email: string): Promise<number | undefined>;
+  beginAttempt(email: string, device?: string): Promise<number | undefined>;
   /** The password was wrong: one more failure, and the delay starts again from now. */
-  recordFailure(email: string): Promise<void>;
-  /** The password was right: clears the address's failures. */
-  recordSuccess(email: string): Promise<void>;
+  recordFailure(email: string, device?: string): Promise<void>;
+  /** The password was right: clears the failures of the address (of the device only, for a known device). */
+  recordSuccess(email: string, device?: string): Promise<void>;
 }
 
 /** The answer to an attempt made too soon: 429 RATE_LIMITED with Retry-After (from beginAttempt). */
@@ -73,11 +77,13 @@ export function signInThrottledError(retryAfterSeconds: number): ApiError {
 interface FailureRecord {
   failures: number;
   lastAt: number;
+  /** With Redis: the count of Redis outages this instance had seen when Redis last confirmed the record. */
+  epoch: number;
 }
 
 // KEYS[1]: the address's record. ARGV: now (ms), free failures, base delay (ms), max delay (ms),
-// record lifetime (ms). Returns the ms still to wait, or 0 when the attempt may go ahead (taking
-// the slot when the address is backing off). Mirrors MemoryRecords.begin below.
+// record lifetime (ms). Returns {the ms still to wait, or 0 when the attempt may go ahead (taking
+// the slot when the address is backing off); failures; last}. Mirrors MemoryRecords.begin below.
 const BEGIN_ATTEMPT_SCRIPT = `
 local now = tonumber(ARGV[1])
 local free = tonumber(ARGV[2])
@@ -85,18 +91,19 @@ local lifetime = tonumber(ARGV[5])
 local record = redis.call('HMGET', KEYS[1], 'failures', 'last')
 local failures = tonumber(record[1]) or 0
 local last = tonumber(record[2]) or 0
-if now - last >= lifetime then return 0 end
+if now - last >= lifetime then return {0, 0, 0} end
 if failures > free then
   local delay = math.min(tonumber(ARGV[3]) * 2 ^ (failures - free - 1), tonumber(ARGV[4]))
   local wait = math.min(last + delay - now, delay)
-  if wait > 0 then return math.ceil(wait) end
+  if wait > 0 then return {math.ceil(wait), failures, last} end
   redis.call('HSET', KEYS[1], 'last', ARGV[1])
+  last = now
 end
-return 0
+return {0, failures, last}
 `;
 
 // KEYS[1]: the address's record. ARGV: now (ms), record lifetime (ms). One more failure, from now.
-// Mirrors MemoryRecords.fail below.
+// Returns {failures, last}. Mirrors MemoryRecords.fail below.
 const RECORD_FAILURE_SCRIPT = `
 local now = tonumber(ARGV[1])
 local lifetime = tonumber(ARGV[2])
@@ -105,12 +112,46 @@ local failures = tonumber(record[1]) or 0
 if now - (tonumber(record[2]) or 0) >= lifetime then failures = 0 end
 redis.call('HSET', KEYS[1], 'failures', failures + 1, 'last', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], lifetime)
-return failures + 1
+return {failures + 1, now}
 `;
 
-/** Records in process memory, in order of last failure, so the oldest are dropped or swept first. */
+// KEYS[1]: the address's record. ARGV: cleared (1 or 0), failures counted meanwhile, the count this
+// instance holds, its last (ms), now (ms), record lifetime (ms). Brings what an instance knew and
+// counted while Redis was away into Redis once it answers: a success meanwhile deletes the record
+// first; then the count becomes the larger of Redis's plus the failures counted meanwhile and the
+// instance's own (so that a Redis that came back empty learns the count again), and the later
+// `last` is kept.
+const SYNC_SCRIPT = `
+if ARGV[1] == '1' then redis.call('DEL', KEYS[1]) end
+local now = tonumber(ARGV[5])
+local lifetime = tonumber(ARGV[6])
+local record = redis.call('HMGET', KEYS[1], 'failures', 'last')
+local failures = tonumber(record[1]) or 0
+local last = tonumber(record[2]) or 0
+if now - last >= lifetime then failures = 0 end
+failures = math.max(failures + tonumber(ARGV[2]), tonumber(ARGV[3]))
+last = math.max(last, tonumber(ARGV[4]))
+if failures > 0 and now - last < lifetime then
+  redis.call('HSET', KEYS[1], 'failures', failures, 'last', last)
+  redis.call('PEXPIRE', KEYS[1], lifetime)
+end
+return 1
+`;
+
+/**
+ * Records in process memory, in order of last change, so the oldest are dropped or swept first.
+ * With Redis, they mirror what Redis answered for the addresses this instance saw, so that an
+ * address already backing off stays backed off here while Redis does not answer; what was counted
+ * meanwhile (`added`, `cleared`) goes to Redis once it answers again (toSync).
+ */
 class MemoryRecords {
   readonly #records = new Map<string, FailureRecord>();
+  /** Failures counted here while Redis did not answer, by key. */
+  readonly #added = new Map<string, number>();
+  /** Keys whose record a success cleared while Redis did not answer. */
+  readonly #cleared = new Set<string>();
+  /** How many times Redis stopped answering: records confirmed before the last time are synced again. */
+  outages = 0;
   readonly maxRecords: number;
   constructor(maxRecords: number) {
     this.maxRecords = maxRecords;
@@ -126,15 +167,35 @@ class MemoryRecords {
     // Capped at the delay itself, in case the clock went back.
     const wait = Math.min(record.lastAt + delay - now, delay);
     if (wait > 0) return wait;
-    this.#put(key, { failures: record.failures, lastAt: now });
+    this.#put(key, { ...record, lastAt: now });
     return 0;
   }
 
-  /** One more failure, from now. */
-  fail(key: string, now: number): void {
+  /** One more failure, from now; `offline`: counted here because Redis did not answer. */
+  fail(key: string, now: number, offline = false): void {
     const record = this.#records.get(key);
     const live = record !== undefined && now - record.lastAt < RECORD_LIFETIME_MS;
-    this.#put(key, { failures: (live ? record.failures : 0) + 1, lastAt: now });
+    this.#put(key, { failures: (live ? record.failures : 0) + 1, lastAt: now, epoch: record?.epoch ?? -1 });
+    if (offline) this.#added.set(key, (this.#added.get(key) ?? 0) + 1);
+  }
+
+  /** What Redis answered for the key (after toSync's, if any, went in): kept in case Redis stops answering. */
+  mirror(key: string, failures: number, lastAt: number): void {
+    this.#added.delete(key);
+    this.#cleared.delete(key);
+    if (failures === 0) this.#records.delete(key);
+    else this.#put(key, { failures, lastAt, epoch: this.outages });
+  }
+
+  /** What Redis must learn about the key before its next command there, if anything. */
+  toSync(key: string, now: number, epoch: number) {
+    const record = this.#records.get(key);
+    const cleared = this.#cleared.has(key);
+    const added = this.#added.get(key) ?? 0;
+    const stale = record !== undefined && record.epoch < epoch;
+    if (!cleared && added === 0 && !stale) return undefined;
+    const live = record !== undefined && now - record.lastAt < RECORD_LIFETIME_MS;
+    return { cleared, added, failures: live ? record.failures : 0, lastAt: live ? record.lastAt : 0 };
   }
 
   #put(key: string, record: FailureRecord): void {
@@ -142,19 +203,27 @@ class MemoryRecords {
     this.#records.set(key, record);
     if (this.#records.size > this.maxRecords) {
       const oldest = this.#records.keys().next().value as string;
-      this.#records.delete(oldest);
+      this.#forget(oldest);
     }
   }
 
-  clear(key: string): void {
+  #forget(key: string): void {
     this.#records.delete(key);
+    this.#added.delete(key);
   }
 
-  // The map is in order of last failure: drop lapsed records from the front.
+  /** A success: the record is gone; `offline`: Redis did not answer, and deletes it once it does. */
+  clear(key: string, offline = false): void {
+    this.#forget(key);
+    if (offline) this.#cleared.add(key);
+    else this.#cleared.delete(key);
+  }
+
+  // The map is in order of last change: drop lapsed records from the front.
   #sweep(now: number): void {
     for (const [key, record] of this.#records) {
       if (now - record.lastAt < RECORD_LIFETIME_MS) return;
-      this.#records.delete(key);
+      this.#forget(key);
     }
   }
 }
@@ -169,36 +238,63 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
 
 /**
  * The sign-in back-off, in Redis when given a client (atomically, shared by every instance) or in
- * process memory. While Redis does not answer, attempts are counted in memory (each instance on
- * its own) rather than let through uncounted.
+ * process memory. With Redis, memory keeps a copy of the records of the addresses this instance
+ * saw; while Redis does not answer, attempts are checked and counted there (an address already
+ * backing off stays backed off, never let through uncounted), and what was counted meanwhile is
+ * added to Redis once it answers again.
  */
 export function createSignInThrottle(options: SignInThrottleOptions): SignInThrottle {
   const { redis, log } = options;
   const now = options.now ?? Date.now;
   const timeoutMs = options.redisTimeoutMs ?? REDIS_TIMEOUT_MS;
   const memory = new MemoryRecords(options.maxMemoryRecords ?? MAX_MEMORY_RECORDS);
-  const keyOf = (email: string) => sha256Hex(email.toLowerCase());
+  const keyOf = (email: string, device: string | undefined) => {
+    const address = sha256Hex(email.toLowerCase());
+    return device === undefined ? address : `${address}:device:${sha256Hex(device)}`;
+  };
   const redisKey = (key: string) => `${options.redisKeyPrefix}sign-in-failures:${key}`;
 
   let warnedAt: number | undefined;
   const onRedisFailure = (err: unknown) => {
     const at = now();
-    if (warnedAt !== undefined && Math.abs(at - warnedAt) < WARN_INTERVAL_MS) return;
-    warnedAt = at;
-    const message = err instanceof Error ? err.message : String(err);
-    log.warn({ err: { message } }, 'redis unavailable: sign-in failures counted per instance');
+    if (warnedAt === undefined || Math.abs(at - warnedAt) >= WARN_INTERVAL_MS) {
+      warnedAt = at;
+      const message = err instanceof Error ? err.message : String(err);
+      log.warn({ err: { message } }, 'redis unavailable: sign-in failures counted per instance');
+    }
+    outage = true;
   };
+  // Whether a Redis command failed since the last one that answered: the next command then syncs
+  // every record this instance confirmed before (Redis may have come back empty), in a new epoch.
+  let outage = false;
   const toSeconds = (waitMs: number) => (waitMs > 0 ? Math.max(1, Math.ceil(waitMs / 1000)) : undefined);
 
+  /** Runs a script on the key's record in Redis, after bringing in what this instance knew and counted while Redis was away. */
+  async function inRedis(client: Redis, key: string, script: string, args: (string | number)[]): Promise<number[]> {
+    const at = Math.floor(now());
+    const sync = memory.toSync(key, at, outage ? memory.outages + 1 : memory.outages);
+    if (sync !== undefined) {
+      const syncArgs = [sync.cleared ? 1 : 0, sync.added, sync.failures, sync.lastAt, at, RECORD_LIFETIME_MS];
+      await withTimeout(client.eval(SYNC_SCRIPT, 1, redisKey(key), ...syncArgs), timeoutMs);
+    }
+    const result = (await withTimeout(client.eval(script, 1, redisKey(key), ...args), timeoutMs)) as unknown[];
+    if (outage) {
+      outage = false;
+      memory.outages += 1;
+    }
+    return result.map(Number);
+  }
+
   return {
-    async beginAttempt(email) {
-      const key = keyOf(email);
+    async beginAttempt(email, device) {
+      const key = keyOf(email, device);
       const at = Math.floor(now());
       if (redis !== undefined) {
         try {
           const args = [at, FREE_FAILURES, BASE_DELAY_MS, MAX_DELAY_MS, RECORD_LIFETIME_MS];
-          const waitMs = await withTimeout(redis.eval(BEGIN_ATTEMPT_SCRIPT, 1, redisKey(key), ...args), timeoutMs);
-          return toSeconds(Number(waitMs));
+          const [waitMs = 0, failures = 0, last = 0] = await inRedis(redis, key, BEGIN_ATTEMPT_SCRIPT, args);
+          memory.mirror(key, failures, last);
+          return toSeconds(waitMs);
         } catch (err) {
           onRedisFailure(err);
         }
@@ -206,26 +302,36 @@ export function createSignInThrottle(options: SignInThrottleOptions): SignInThro
       return toSeconds(memory.begin(key, at));
     },
 
-    async recordFailure(email) {
-      const key = keyOf(email);
+    async recordFailure(email, device) {
+      const key = keyOf(email, device);
       const at = Math.floor(now());
       if (redis !== undefined) {
         try {
-          await withTimeout(redis.eval(RECORD_FAILURE_SCRIPT, 1, redisKey(key), at, RECORD_LIFETIME_MS), timeoutMs);
+          const [failures = 0, last = 0] = await inRedis(redis, key, RECORD_FAILURE_SCRIPT, [at, RECORD_LIFETIME_MS]);
+          memory.mirror(key, failures, last);
           return;
         } catch (err) {
           onRedisFailure(err);
+          memory.fail(key, at, true);
+          return;
         }
       }
       memory.fail(key, at);
     },
 
-    async recordSuccess(email) {
-      const key = keyOf(email);
-      // Both places: the failures may have been counted in memory while Redis was away.
-      memory.clear(key);
-      if (redis !== undefined) {
-        await withTimeout(redis.del(redisKey(key)), timeoutMs).catch(onRedisFailure);
+    async recordSuccess(email, device) {
+      const key = keyOf(email, device);
+      if (redis === undefined) {
+        memory.clear(key);
+        return;
+      }
+      try {
+        await withTimeout(redis.del(redisKey(key)), timeoutMs);
+        memory.clear(key);
+      } catch (err) {
+        onRedisFailure(err);
+        // Both places: deleted in Redis too once it answers again.
+        memory.clear(key, true);
       }
     },
   };

@@ -1,5 +1,6 @@
 import { allowedRedirect } from '../auth/redirects.ts';
 import type { AppContext } from '../context.ts';
+import { presentedDeviceSignals } from './auth.ts';
 import type { HandlersFor } from './types.ts';
 
 type EmailCodeOperations = 'sendOtpEmail' | 'sendResetPasswordEmail' | 'exchangeResetPasswordToken' | 'resetPassword';
@@ -9,7 +10,7 @@ export function emailCodeHandlers(ctx: AppContext): HandlersFor<EmailCodeOperati
   const { auth, config } = ctx;
   return {
     async sendOtpEmail(request, reply) {
-      await auth.sendSignInCode(request.body.email, { ip: request.ip });
+      await auth.sendSignInCode(request.body.email, { ip: request.ip, devices: presentedDeviceSignals(request) });
       reply.code(202);
       return {
         success: true as const,
@@ -20,7 +21,8 @@ export function emailCodeHandlers(ctx: AppContext): HandlersFor<EmailCodeOperati
     async sendResetPasswordEmail(request, reply) {
       // A pure check of the input, before anything is looked up: its answer says nothing of the address.
       const redirectTo = allowedRedirect(config, request.body.redirectTo);
-      await auth.sendPasswordReset(request.body.email, { ip: request.ip }, redirectTo);
+      const client = { ip: request.ip, devices: presentedDeviceSignals(request) };
+      await auth.sendPasswordReset(request.body.email, client, redirectTo);
       reply.code(202);
       return {
         success: true as const,

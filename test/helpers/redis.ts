@@ -1,3 +1,6 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+
 /** The local Redis the tests use (shared rate-limit counters). */
 export const TEST_REDIS_URL = 'redis://127.0.0.1:6379';
 
@@ -44,4 +47,53 @@ export async function deleteRedisKeys(url: string, prefix: string): Promise<numb
   } finally {
     client.disconnect();
   }
+}
+
+/** A redis-server of the test's own on a loopback port, which the test stops and starts again. */
+export interface PrivateRedis {
+  url: string;
+  port: number;
+  /** Stops the server (SIGTERM, waits for it to exit); it keeps nothing (no persistence). */
+  stop(): Promise<void>;
+  /** Starts it again on the same port, empty, and waits until it answers PING. */
+  start(): Promise<void>;
+}
+
+/** Starts a private `redis-server` (no persistence) on a free loopback port; stopped when `t` ends. */
+export async function startPrivateRedis(t: { teardown(fn: () => unknown): void }): Promise<PrivateRedis> {
+  const port = await new Promise<number>((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+  const url = `redis://127.0.0.1:${port}`;
+  let child: ChildProcess | undefined;
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'];
+
+  async function start(): Promise<void> {
+    const started = spawn('redis-server', args, { stdio: 'ignore' });
+    child = started;
+    for (const deadline = Date.now() + 10_000; ; await new Promise((r) => setTimeout(r, 50))) {
+      if (started.exitCode !== null) throw new Error(`redis-server exited with ${started.exitCode}`);
+      if (await redisAvailable(url)) return;
+      if (Date.now() > deadline) throw new Error(`redis-server did not answer on ${url} in 10 s`);
+    }
+  }
+
+  async function stop(): Promise<void> {
+    const running = child;
+    child = undefined;
+    if (running === undefined || running.exitCode !== null) return;
+    await new Promise<void>((resolve) => {
+      running.once('exit', () => resolve());
+      running.kill('SIGTERM');
+    });
+  }
+
+  await start();
+  t.teardown(stop);
+  return { url, port, stop, start };
 }

@@ -5,47 +5,115 @@ const DAY_MS = 86_400_000;
 
 /** The limits on emails to one address. */
 export interface EmailLimits {
-  /** Minimum gap between two emails to one address. */
+  /** Minimum gap between two emails to one address (between two asked for from one known device). */
   cooldownSeconds: number;
-  /** Emails one address gets per day. */
+  /** Emails one address gets per day from requesters that are not its known devices. */
   perDay: number;
   /** Of those, how many one requester (client IP) can cause. */
   perRequesterPerDay: number;
+  /**
+   * Beyond perDay, one reset or sign-in email per this many seconds (the reserve): whoever used up
+   * the day's budget, the owner gets a way back in by email within this time of asking.
+   */
+  reservePeriodSeconds: number;
+  /** Emails one known device (signed in to the address's account before) can cause per day, its own budget. */
+  perKnownDevicePerDay: number;
+  /** Emails all known devices of the address together can cause per day. */
+  knownDevicesPerDay: number;
+}
+
+/** What an email is for: resets and sign-in codes may use the reserve, verification emails may not. */
+export type EmailKind = 'verification' | 'reset' | 'sign_in';
+
+/** Who asks for an email to an address. */
+export interface EmailClaimant {
+  /** The client's IP (requesterOf). */
+  requester: string;
+  /** The id of the known device asking (its signal checked against the address's account), if any. */
+  device?: string | undefined;
+  kind: EmailKind;
 }
 
 /**
- * Claims the right to send an email to an address for `requester`: false while the cooldown runs,
- * once the address's daily cap is reached, or once this requester has used its share of that cap
- * (each email resets the code's attempts, so the cap also bounds the guesses per day). Works the
- * same for every address, with or without an account: two statements, both writing. Run it in a
- * transaction.
+ * The budget an email went out under: the address's daily budget, the reserve beyond it, or the
+ * known device's own budget.
+ */
+export type EmailClaim = { pool: 'address' | 'reserve' } | { pool: 'device'; device: string };
+
+/** The id of the account with this (lower-cased) address, if any. */
+export async function accountIdOf(db: Executor, email: string): Promise<string | undefined> {
+  const row = await db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst();
+  return row?.id;
+}
+
+/**
+ * Claims the right to send an email to an address for `claimant`; undefined when refused.
+ *
+ * - A known device (`claimant.device`) has its own budget: perKnownDevicePerDay emails a day
+ *   (knownDevicesPerDay for all of the address's devices together) and one per cooldown, whatever
+ *   others have asked for (one writing statement).
+ * - Anyone else shares the address's budget: refused while the cooldown runs, once the address's
+ *   daily cap is reached, or once this requester has used its share of that cap (each email
+ *   resets the code's attempts, so the cap also bounds the guesses per day). Beyond that, a reset
+ *   or sign-in email still goes out when the address has had none from the reserve for
+ *   reservePeriodSeconds (the cooldown still applies). Works the same for every address, with or
+ *   without an account: two statements, both writing.
+ *
+ * Run it in a transaction.
  */
 export async function claimEmailSend(
   db: Executor,
   email: string,
-  requester: string,
+  claimant: EmailClaimant,
   now: Date,
   limits: EmailLimits,
-): Promise<boolean> {
+): Promise<EmailClaim | undefined> {
   const cutoff = new Date(now.getTime() - limits.cooldownSeconds * 1000);
   const dayAgo = new Date(now.getTime() - DAY_MS);
-  const claimed = await sql<{ email: string }>`
+  const { requester, device } = claimant;
+  if (device !== undefined) {
+    const claimed = await sql<{ email: string }>`
+      insert into email_send_devices as d (email, device_id, window_started_at, sent_in_window, last_sent_at)
+      values (${email}, ${device}, ${now}, 1, ${now})
+      on conflict (email, device_id) do update set
+        last_sent_at = excluded.last_sent_at,
+        window_started_at = case when d.window_started_at <= ${dayAgo} then excluded.window_started_at else d.window_started_at end,
+        sent_in_window = case when d.window_started_at <= ${dayAgo} then 1 else d.sent_in_window + 1 end
+      where d.last_sent_at <= ${cutoff}
+        and (d.window_started_at <= ${dayAgo} or d.sent_in_window < ${limits.perKnownDevicePerDay})
+        and (
+          select coalesce(sum(o.sent_in_window), 0) from email_send_devices o
+          where o.email = ${email} and o.window_started_at > ${dayAgo}
+        ) < ${limits.knownDevicesPerDay}
+      returning email
+    `.execute(db);
+    return claimed.rows.length === 1 ? { pool: 'device', device } : undefined;
+  }
+  const reserveOpen = claimant.kind !== 'verification';
+  const reserveCutoff = new Date(now.getTime() - limits.reservePeriodSeconds * 1000);
+  // Within the address's daily budget and this requester's share of it (on the row before the update).
+  const withinBudget = sql`(l.window_started_at <= ${dayAgo} or l.sent_in_window < ${limits.perDay})
+    and coalesce((
+      select r.sent_in_window from email_send_requesters r
+      where r.email = ${email} and r.requester = ${requester} and r.window_started_at > ${dayAgo}
+    ), 0) < ${limits.perRequesterPerDay}`;
+  const claimed = await sql<{ email: string; reserve: boolean }>`
     insert into email_send_log as l (email, last_sent_at, window_started_at, sent_in_window)
     values (${email}, ${now}, ${now}, 1)
     on conflict (email) do update set
       last_sent_at = excluded.last_sent_at,
       window_started_at = case when l.window_started_at <= ${dayAgo} then excluded.last_sent_at else l.window_started_at end,
-      sent_in_window = case when l.window_started_at <= ${dayAgo} then 1 else l.sent_in_window + 1 end,
-      code_attempts_in_window = case when l.window_started_at <= ${dayAgo} then 0 else l.code_attempts_in_window end
+      sent_in_window = case when l.window_started_at <= ${dayAgo} then 1
+        when ${withinBudget} then l.sent_in_window + 1 else l.sent_in_window end,
+      code_attempts_in_window = case when l.window_started_at <= ${dayAgo} then 0 else l.code_attempts_in_window end,
+      reserve_sent_at = case when ${withinBudget} then l.reserve_sent_at else excluded.last_sent_at end
     where l.last_sent_at <= ${cutoff}
-      and (l.window_started_at <= ${dayAgo} or l.sent_in_window < ${limits.perDay})
-      and coalesce((
-        select r.sent_in_window from email_send_requesters r
-        where r.email = ${email} and r.requester = ${requester} and r.window_started_at > ${dayAgo}
-      ), 0) < ${limits.perRequesterPerDay}
-    returning email
+      and ((${withinBudget}) or (${reserveOpen} and l.reserve_sent_at <= ${reserveCutoff}))
+    returning email, reserve_sent_at = last_sent_at as reserve
   `.execute(db);
-  const sent = claimed.rows.length === 1 ? 1 : 0;
+  const row = claimed.rows[0];
+  // Only the daily budget counts toward the requester's share.
+  const sent = row !== undefined && !row.reserve ? 1 : 0;
   await sql`
     insert into email_send_requesters as r (email, requester, window_started_at, sent_in_window)
     values (${email}, ${requester}, ${now}, ${sent})
@@ -53,11 +121,33 @@ export async function claimEmailSend(
       window_started_at = case when r.window_started_at <= ${dayAgo} then excluded.window_started_at else r.window_started_at end,
       sent_in_window = case when r.window_started_at <= ${dayAgo} then ${sent} else r.sent_in_window + ${sent} end
   `.execute(db);
-  return sent === 1;
+  if (row === undefined) return undefined;
+  return { pool: row.reserve ? 'reserve' : 'address' };
 }
 
 /** Gives back a claim whose email could not be sent, so that the person can ask again at once. */
-export async function releaseEmailSend(db: Executor, email: string, requester: string, claimedAt: Date): Promise<void> {
+export async function releaseEmailSend(
+  db: Executor,
+  email: string,
+  requester: string,
+  claimedAt: Date,
+  claim: EmailClaim = { pool: 'address' },
+): Promise<void> {
+  if (claim.pool === 'device') {
+    await sql`
+      update email_send_devices
+      set last_sent_at = to_timestamp(0), sent_in_window = greatest(sent_in_window - 1, 0)
+      where email = ${email} and device_id = ${claim.device} and last_sent_at = ${claimedAt}
+    `.execute(db);
+    return;
+  }
+  if (claim.pool === 'reserve') {
+    await sql`
+      update email_send_log set last_sent_at = to_timestamp(0), reserve_sent_at = to_timestamp(0)
+      where email = ${email} and last_sent_at = ${claimedAt} and reserve_sent_at = ${claimedAt}
+    `.execute(db);
+    return;
+  }
   const released = await sql`
     update email_send_log
     set last_sent_at = to_timestamp(0), sent_in_window = greatest(sent_in_window - 1, 0)
@@ -110,5 +200,10 @@ export async function deleteStaleAddressRecords(db: Executor, now: Date, cooldow
     .deleteFrom('email_send_requesters')
     .where('window_started_at', '<=', dayAgo)
     .executeTakeFirst();
-  return Number(addresses.numDeletedRows) + Number(requesters.numDeletedRows);
+  const devices = await db
+    .deleteFrom('email_send_devices')
+    .where('window_started_at', '<=', dayAgo)
+    .where('last_sent_at', '<=', cutoff)
+    .executeTakeFirst();
+  return Number(addresses.numDeletedRows) + Number(requesters.numDeletedRows) + Number(devices.numDeletedRows);
 }
