@@ -1,17 +1,14 @@
 // Embeddings cannot monopolise an instance: tokens are counted in worker threads (the event loop
 // never loads the tokenizer), and each user has a number of tokens per minute
-// (EMBEDDINGS_TOKENS_PER_MINUTE) as well as of requests, shared by the instances through Redis and
-// still enforced in each instance's memory while Redis is down.
+// (EMBEDDINGS_TOKENS_PER_MINUTE) as well as of requests. Across instances and during a Redis outage:
+// embeddings-token-limit-redis.test.ts.
 import { randomBytes } from 'node:crypto';
 import module from 'node:module';
 import type { FastifyInstance } from 'fastify';
 import t, { type Test } from 'tap';
-import { freePort } from '../scripts/lib/service-process.ts';
-import { buildAppCapturingLogs, buildTestApp } from './helpers/app.ts';
-import { newRedisKeyPrefix } from './helpers/auth.ts';
+import { buildTestApp } from './helpers/app.ts';
 import { TestClock } from './helpers/clock.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
-import { deleteRedisKeys, redisAvailable, TEST_REDIS_URL } from './helpers/redis.ts';
 import { accessTokenFor } from './helpers/tokens.ts';
 
 // Every module this thread (the event loop's) resolves from here on: the tokenizer must not be one.
@@ -110,56 +107,4 @@ t.test('EMBEDDINGS_TOKENS_PER_MINUTE per user, in one instance (no Redis)', asyn
 
   clock.advance(61);
   t.equal((await embedAs(app, ann, tokens(100))).statusCode, 200, 'a minute later the tokens are back');
-});
-
-t.test('across instances through Redis (REDIS_URL): one count per user', async (t) => {
-  if (!(await redisAvailable())) {
-    t.plan(0, `skipped: no Redis at ${TEST_REDIS_URL}`);
-    return;
-  }
-  const prefix = newRedisKeyPrefix('embeddings-tokens');
-  t.teardown(() => deleteRedisKeys(TEST_REDIS_URL, prefix));
-  const env = {
-    EMBEDDINGS_TOKENS_PER_MINUTE: '100',
-    REDIS_URL: TEST_REDIS_URL,
-    REDIS_KEY_PREFIX: prefix,
-    JWT_SECRET: randomBytes(32).toString('base64url'),
-  };
-  const { app: a } = await buildTestApp(t, { env });
-  const { app: b } = await buildTestApp(t, { env });
-  const ann = accessTokenFor(a);
-  const annId = JSON.parse(Buffer.from(ann.split('.')[1] as string, 'base64url').toString()).sub as string;
-
-  t.equal((await embedAs(a, ann, tokens(60))).statusCode, 200, '60 tokens on A');
-  t.equal((await embedAs(b, ann, tokens(40))).statusCode, 200, '40 on B');
-  assertTokensLimited(t, await embedAs(a, ann, 'hello'), 'then A refuses');
-  assertTokensLimited(t, await embedAs(b, ann, 'hello'), 'and B refuses');
-  t.equal((await embedAs(b, accessTokenFor(b), tokens(100))).statusCode, 200, 'another user is not limited');
-
-  const { Redis } = await import('ioredis');
-  const redis = new Redis(TEST_REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  t.teardown(() => redis.disconnect());
-  await redis.connect();
-  const key = `${prefix}embeddings-tokens:${annId}`;
-  t.equal(await redis.get(key), '100', 'the count lives in Redis under REDIS_KEY_PREFIX');
-  const ttl = await redis.pttl(key);
-  t.ok(ttl > 0 && ttl <= 60_000, `and ends with its minute (${ttl} ms left)`);
-});
-
-t.test('Redis down: each instance still enforces the limit in memory, and says so', async (t) => {
-  const port = await freePort(); // nothing listens there
-  const { app, lines } = await buildAppCapturingLogs(t, 'info', {
-    LOG_LEVEL: 'info',
-    EMBEDDINGS_TOKENS_PER_MINUTE: '100',
-    REDIS_URL: `redis://127.0.0.1:${port}`,
-  });
-  await app.ready();
-  const ann = accessTokenFor(app);
-  t.equal((await embedAs(app, ann, tokens(100))).statusCode, 200, '100 tokens');
-  assertTokensLimited(t, await embedAs(app, ann, 'hello'), 'the 101st token is refused: the limit did not vanish');
-  t.equal((await embedAs(app, accessTokenFor(app), 'hello')).statusCode, 200, 'another user is not limited');
-  t.ok(
-    lines.some((l) => l.includes('embeddings tokens per minute counted per instance')),
-    'a warning says the counts are per instance',
-  );
 });

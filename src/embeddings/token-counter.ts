@@ -11,8 +11,6 @@ import { MAX_INPUTS } from './token-limits.ts';
 export const TOKEN_COUNTING_THREADS = Math.max(1, Math.min(2, availableParallelism() - 1));
 /** Requests waiting for a counting thread; beyond, `503 SERVICE_UNAVAILABLE` with `Retry-After: 1`. */
 export const TOKEN_COUNTING_QUEUE = 64;
-/** How much lower the counting threads' scheduling priority is than the event loop's. */
-const TOKEN_COUNTING_NICE = 10;
 /** A thread idle this long exits (and frees its tokenizer); the next request starts one again. */
 const IDLE_THREAD_MS = 5 * 60_000;
 
@@ -45,9 +43,6 @@ export function createTokenCounter(options: { threads?: number; maxQueue?: numbe
     maxThreads: threads,
     idleTimeout: IDLE_THREAD_MS,
     maxQueue: options.maxQueue ?? TOKEN_COUNTING_QUEUE,
-    // Below the event loop's priority (Linux, through piscina's optional @napi-rs/nice): when the
-    // cores are busy, the threads counting tokens wait, not the requests the event loop answers.
-    niceIncrement: TOKEN_COUNTING_NICE,
   });
   const threadIds = new Set<number>();
   let closed = false;
