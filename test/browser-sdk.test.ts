@@ -117,6 +117,10 @@ t.test("InsForge's SDK in browser mode, cross-site", { skip }, async (t) => {
     (line) => line.startsWith('refresh_token=') && !line.startsWith('refresh_token=;'),
   );
   t.ok(refreshCookie, 'the verify answer sets the refresh cookie', { setCookie: verifyResponse?.setCookie });
+  t.ok(
+    verifyResponse?.setCookie.some((line) => line.startsWith('sign_up_binding=;')),
+    "the browser sent the sign-up's binding cookie with the verification (the answer clears it): the password is proven",
+  );
   const attributes = cookieAttributes(refreshCookie ?? '');
   t.equal(attributes.get('samesite')?.toLowerCase(), 'none', 'SameSite=None');
   for (const flag of ['secure', 'partitioned', 'httponly']) t.ok(attributes.has(flag), `the cookie is ${flag}`);
