@@ -1,6 +1,7 @@
 import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
+import { addressNetworks } from './client-address.ts';
 import type { Config } from './config.ts';
 import { redisStoreWithFallback } from './rate-limit-store.ts';
 
@@ -33,7 +34,8 @@ function limitsByOperation(config: Readonly<Config>): Record<string, number> {
 export type OnRateLimited = (operationId: string, limit: 'ip' | 'user') => void;
 
 /**
- * @fastify/rate-limit on the auth operations, per client IP (X-Forwarded-For only with TRUST_PROXY),
+ * @fastify/rate-limit on the auth operations, per client IP (X-Forwarded-For only with TRUST_PROXY;
+ * IPv6 grouped by RATE_LIMIT_IPV6_PREFIX),
  * in memory or, given the Redis client (connectRedis, which also closes it), in Redis so that every
  * instance shares the counts. Must be called before the contract's routes are registered.
  */
@@ -75,6 +77,8 @@ export async function registerRateLimits(
   };
   await app.register(fastifyRateLimit, {
     global: false,
+    // An IPv6 client by its network (RATE_LIMIT_IPV6_PREFIX, a /56 by default), not by the address it picked in it.
+    keyGenerator: (request: FastifyRequest) => addressNetworks(request.ip, config.rateLimits.ipv6Prefix).network,
     ...(redis ? { store: redisStoreWithFallback(redis, `${config.redisKeyPrefix}rate-limit:`, onFallback) } : {}),
     // The stores do not fail (Redis falls back to counting in memory); should one, let the request through.
     skipOnError: true,
