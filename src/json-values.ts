@@ -121,3 +121,31 @@ export function describeJsonProblem(problem: JsonProblem): string {
 }
 
 const isStorable = (s: string): boolean => !s.includes('\u0000') && s.isWellFormed();
+
+/** Keys that name an object's prototype in JavaScript; refused in message payloads (see findPrototypeKey). */
+const PROTOTYPE_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/**
+ * The path (`body.payload.a[2].constructor`) of the first key named `__proto__`, `constructor` or
+ * `prototype` at any depth of `value`, or undefined. Such keys reach every subscriber's JavaScript,
+ * where merging them into an object changes its prototype; a realtime payload may not have them,
+ * on the socket as over HTTP. Walks with an explicit stack (the depth is bounded before this runs).
+ */
+export function findPrototypeKey(value: unknown, root: string): string | undefined {
+  const stack: Array<{ value: unknown; path: string }> = [{ value, path: root }];
+  for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+    const v = node.value;
+    if (v === null || typeof v !== 'object') continue;
+    if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], path: `${node.path}[${i}]` });
+      continue;
+    }
+    const keys = Object.keys(v);
+    for (const key of keys) if (PROTOTYPE_KEYS.has(key)) return `${node.path}.${key}`;
+    for (let i = keys.length - 1; i >= 0; i--) {
+      const key = keys[i] as string;
+      stack.push({ value: (v as Record<string, unknown>)[key], path: `${node.path}.${key}` });
+    }
+  }
+  return undefined;
+}

@@ -7,6 +7,7 @@ import {
   updateChannel,
 } from '../db/repositories/realtime-channels.ts';
 import { ApiError } from '../errors.ts';
+import { findPrototypeKey } from '../json-values.ts';
 import { readHistory } from '../realtime/history.ts';
 import type { HandlersFor, OperationRequest } from './types.ts';
 
@@ -79,6 +80,14 @@ export function realtimeHandlers(ctx: AppContext): HandlersFor<RealtimeOperation
 
     async publishRealtimeMessage(request, reply) {
       const { channel, event, payload, senderId } = request.body;
+      const prototypeKey = findPrototypeKey(payload, 'body.payload');
+      if (prototypeKey !== undefined) {
+        throw new ApiError(
+          400,
+          'INVALID_INPUT',
+          `${prototypeKey}: keys named __proto__, constructor or prototype are not allowed`,
+        );
+      }
       const outcome = await ctx.realtime.publish({
         userId: request.user.sub,
         channel,
@@ -88,6 +97,9 @@ export function realtimeHandlers(ctx: AppContext): HandlersFor<RealtimeOperation
       });
       if (!outcome.ok) {
         if (outcome.code === 'PAYLOAD_TOO_LARGE') throw new ApiError(413, 'PAYLOAD_TOO_LARGE', outcome.message);
+        if (outcome.code === 'SERVICE_UNAVAILABLE') {
+          throw new ApiError(503, 'SERVICE_UNAVAILABLE', outcome.message, { 'retry-after': '1' });
+        }
         throw new ApiError(403, 'FORBIDDEN', outcome.message);
       }
       reply.code(201);

@@ -7,6 +7,7 @@ import { MessageType } from 'socket.io-adapter';
 import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/errors.ts';
 import { AdapterPool } from './adapter-pool.ts';
+import { FanoutLink, unusableLinks } from './fanout-links.ts';
 
 // The adapters are loaded when configured (they and their clients cost about 0.1 s at start).
 const requirePackage = createRequire(import.meta.url);
@@ -30,14 +31,22 @@ export interface Delivery {
 }
 
 /**
- * How accepted messages reach every subscriber on every instance, in commit order per channel:
+ * How accepted messages reach every subscriber on every instance, in commit order per channel. A
+ * message is acknowledged only when it is on its way to every instance; otherwise it is refused and
+ * not stored (history holds no message that was not acknowledged):
  *
  * - `notify` (Postgres adapter): the notification is part of the publishing transaction. PostgreSQL
- *   delivers notifications only for committed transactions and in commit order, to every instance.
- * - `publish-under-lock` (Redis adapter): the message is published to Redis after the commit but
- *   before the channel's lock is released, and Redis's reply is awaited, so the next message on the
- *   channel is published after it. Every instance, the publishing one too, delivers what its Redis
- *   subscription hands it, in the order Redis took the messages.
+ *   delivers notifications only for committed transactions and in commit order, to every instance
+ *   that LISTENs. A publish is refused while this instance's LISTEN connection is down, and after
+ *   the commit it is acknowledged only once this instance's LISTEN connection has handed it back (a
+ *   connection lost before the service heard of it delivers nothing); otherwise it is deleted again
+ *   and refused.
+ * - `publish-under-lock` (Redis adapter): the message is published to Redis inside the publishing
+ *   transaction, under the channel's lock, and Redis's reply is awaited: the transaction commits
+ *   only if Redis took it (and at least one instance's subscription received it), else it rolls
+ *   back; the next message on the channel is published after it. Every instance, the publishing one
+ *   too, delivers what its Redis subscription hands it, in the order Redis took the messages. A
+ *   publish is refused at once while either Redis connection of this instance is down.
  * - `local` (in-memory adapter, PGlite): one process, one database connection: emitted after commit.
  */
 export interface Fanout {
@@ -45,15 +54,28 @@ export interface Fanout {
   /** The notification to send from the publishing transaction (`notify`). */
   notification(delivery: Delivery): { channel: string; payload: string } | undefined;
   /**
-   * Delivers a committed message (`publish-under-lock`, `local`); resolves once it is on its way to
-   * every instance. Never rejects: the message is stored, and history has it whatever happens here.
+   * Why a message cannot reach every instance now, or undefined when it can. Asked before a message
+   * is stored, and before it takes a database connection.
    */
-  afterCommit(delivery: Delivery): Promise<void>;
+  unavailable(): string | undefined;
+  /**
+   * Hands a message to the other instances: for `publish-under-lock` inside the publishing
+   * transaction (false: Redis did not take it, and the transaction must roll back); for `local`
+   * after the commit. For `notify`, after the commit: whether this instance's LISTEN connection
+   * handed the message back (false: it may have reached no one). Never rejects.
+   */
+  deliver(delivery: Delivery): Promise<boolean>;
   close(): Promise<void>;
 }
 
-/** How long a publish may wait for Redis to take a message before the channel's lock is released anyway. */
+/** How long a publish may wait for Redis to take a message before it is refused (and rolled back). */
 const REDIS_PUBLISH_DEADLINE_MS = 1_000;
+/** How long a publish waits, after its commit, for this instance's LISTEN connection to hand it back. */
+const NOTIFY_LOOPBACK_DEADLINE_MS = 2_000;
+/** The longest wait between two attempts to reconnect to Redis (the adapter's own connections). */
+const REDIS_RECONNECT_MAX_MS = 500;
+/** How soon the Postgres adapter tries again to LISTEN after its connection was lost. */
+const POSTGRES_RELISTEN_MS = 250;
 
 // A notification carries at most 7999 bytes: the payload limit (REALTIME_MAX_PAYLOAD_BYTES, at most
 // 6 KiB) and the limits on channel and event names keep every message below it.
@@ -73,7 +95,9 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
       if (config.database.kind !== 'postgres') throw new Error('the Postgres adapter needs PostgreSQL');
       // Its own small pool: one connection LISTENs for as long as the server runs, the others carry
       // presence requests; the service's pool keeps all of its connections for requests.
-      const pool = new AdapterPool(config.database.url);
+      const listening = new FanoutLink('PostgreSQL LISTEN connection');
+      const loopback = new Loopback();
+      const pool = new AdapterPool(config.database.url, listening, (payload) => loopback.heard(payload));
       io.adapter(
         postgresAdapter().createAdapter(pool as unknown as pg.Pool, {
           tableName: 'realtime.socket_io_attachments',
@@ -84,18 +108,46 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
               : log.warn({ err }, 'realtime: postgres adapter error'),
         }),
       );
+      listenAgainSoon(io, log);
       return {
         ordering: 'notify',
-        notification: (d) => ({ channel: NOTIFY_CHANNEL, payload: emitterMessage(d) }),
-        afterCommit: async () => {},
+        notification: (d) => {
+          loopback.expect(d);
+          return { channel: NOTIFY_CHANNEL, payload: emitterMessage(d) };
+        },
+        unavailable: () => unusableLinks([listening]),
+        deliver: (d) => loopback.arrived(d, NOTIFY_LOOPBACK_DEADLINE_MS),
         close: () => pool.end(),
       };
     }
     case 'redis': {
       if (config.redisUrl === undefined) throw new Error('the Redis adapter needs REDIS_URL');
       const { Redis } = ioredis();
-      const pub = new Redis(config.redisUrl, { maxRetriesPerRequest: 2 });
-      const sub = pub.duplicate();
+      const retryStrategy = (times: number) => Math.min(times * 50, REDIS_RECONNECT_MAX_MS);
+      // Commands to the publishing connection fail at once while it is down, and one that was on its
+      // way when the connection dropped is not sent again: a refused message is never delivered later.
+      const pub = new Redis(config.redisUrl, {
+        maxRetriesPerRequest: 2,
+        enableOfflineQueue: false,
+        autoResendUnfulfilledCommands: false,
+        retryStrategy,
+      });
+      // The subscribing connection queues the adapter's SUBSCRIBEs until it is connected.
+      const sub = pub.duplicate({ enableOfflineQueue: true, autoResendUnfulfilledCommands: true });
+      const publishing = new FanoutLink('Redis publishing connection');
+      const subscribed = new FanoutLink('Redis subscribing connection');
+      pub.on('ready', () => publishing.up());
+      pub.on('close', () => publishing.down());
+      // ioredis says 'ready' before its SUBSCRIBEs are answered: a PING sent after them answers after them.
+      sub.on('ready', () => {
+        sub.ping().then(
+          () => {
+            if (sub.status === 'ready') subscribed.up();
+          },
+          () => {},
+        );
+      });
+      sub.on('close', () => subscribed.down());
       for (const client of [pub, sub]) {
         client.on('error', (err: Error) => log.warn({ err: err.message }, 'realtime: redis adapter connection error'));
         // The adapter sends these without handling their failure; during a Redis outage a rejected
@@ -113,11 +165,13 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
       return {
         ordering: 'publish-under-lock',
         notification: () => undefined,
-        async afterCommit(d) {
+        unavailable: () => unusableLinks([publishing, subscribed]),
+        async deliver(d) {
           // Every instance, this one included, takes the message from Redis, in the order Redis took
           // them; the channel's lock is held until Redis answers, so the next one comes after it.
+          // Redis answers with how many subscriptions received it: none means no instance has it.
           const sent = pub.publish(`${key}#/#${roomOf(d.channel)}#`, emitterMessagePack(d)).then(
-            () => true,
+            (receivers) => Number(receivers) > 0,
             () => false,
           );
           let timer: NodeJS.Timeout | undefined;
@@ -126,7 +180,8 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
           });
           const delivered = await Promise.race([sent, late]);
           clearTimeout(timer);
-          if (!delivered) log.warn({ channel: d.channel }, 'realtime: Redis did not take a message in time');
+          if (!delivered) log.warn({ channel: d.channel }, 'realtime: Redis did not take a message; refused');
+          return delivered;
         },
         close: async () => {
           // Not quit(): while Redis is unreachable it would wait for a connection that never comes.
@@ -139,10 +194,86 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
       return {
         ordering: 'local',
         notification: () => undefined,
-        afterCommit: async (d) => emit(d),
+        unavailable: () => undefined,
+        deliver: async (d) => {
+          emit(d);
+          return true;
+        },
         close: async () => {},
       };
   }
+}
+
+/** How long an expected message is remembered when its publish failed and never asked for it. */
+const LOOPBACK_FORGET_MS = 60_000;
+
+/** The messages this instance published with NOTIFY, and whether its LISTEN connection handed them back. */
+class Loopback {
+  readonly #expected = new Map<string, { since: number; heard: boolean; wake?: () => void }>();
+
+  /** Called before the publishing statement: the notification may come back before it answers. */
+  expect(d: Delivery): void {
+    const now = Date.now();
+    for (const [id, entry] of this.#expected) {
+      if (now - entry.since < LOOPBACK_FORGET_MS) break; // in insertion order: the rest are younger
+      this.#expected.delete(id);
+    }
+    this.#expected.set(messageIdOf(d), { since: now, heard: false });
+  }
+
+  heard(payload: string): void {
+    if (this.#expected.size === 0) return;
+    let id: unknown;
+    try {
+      const message = JSON.parse(payload) as { uid?: unknown; data?: { packet?: { data?: unknown[] } } };
+      if (message.uid !== EMITTER_UID) return;
+      id = (message.data?.packet?.data?.[1] as { meta?: { messageId?: unknown } } | undefined)?.meta?.messageId;
+    } catch {
+      return;
+    }
+    const entry = typeof id === 'string' ? this.#expected.get(id) : undefined;
+    if (entry === undefined) return;
+    entry.heard = true;
+    entry.wake?.();
+  }
+
+  /** Whether the message came back within `deadlineMs`; forgets it either way. */
+  async arrived(d: Delivery, deadlineMs: number): Promise<boolean> {
+    const id = messageIdOf(d);
+    const entry = this.#expected.get(id);
+    if (entry === undefined) return false;
+    if (!entry.heard) {
+      let timer: NodeJS.Timeout | undefined;
+      await new Promise<void>((resolve) => {
+        entry.wake = resolve;
+        timer = setTimeout(resolve, deadlineMs);
+      });
+      clearTimeout(timer);
+    }
+    this.#expected.delete(id);
+    return entry.heard;
+  }
+}
+
+const messageIdOf = (d: Delivery): string => String((d.body.meta as { messageId?: unknown } | undefined)?.messageId);
+
+/**
+ * The Postgres adapter (0.5) waits 1 to 3 s before it LISTENs again after losing its connection;
+ * here it tries every POSTGRES_RELISTEN_MS, so that delivery resumes within 2 s of the database's
+ * return (publishes are refused meanwhile). Its connection attempts fail at once or within the
+ * adapter pool's connection timeout.
+ */
+function listenAgainSoon(io: Server, log: FastifyBaseLogger): void {
+  type PubSub = { scheduleReconnection?: unknown; initClient?: unknown; reconnectTimer?: NodeJS.Timeout };
+  const pubsub = (io.of('/').adapter as unknown as { client?: PubSub }).client;
+  if (typeof pubsub?.scheduleReconnection !== 'function' || typeof pubsub.initClient !== 'function') {
+    log.warn('realtime: the Postgres adapter is not the expected version; it LISTENs again on its own schedule');
+    return;
+  }
+  const initClient = pubsub.initClient.bind(pubsub) as () => Promise<void>;
+  pubsub.scheduleReconnection = () => {
+    pubsub.reconnectTimer = setTimeout(() => void initClient(), POSTGRES_RELISTEN_MS);
+  };
 }
 
 /** The Redis adapter's broadcast message (msgpack), as an emitter outside the cluster would send it. */

@@ -9,7 +9,7 @@ import type { Config } from '../config.ts';
 import { socketOriginAllowed } from '../cors.ts';
 import { isDatabaseUnavailable } from '../db/errors.ts';
 import type { Database } from '../db/schema.ts';
-import { describeJsonProblem, findJsonProblem } from '../json-values.ts';
+import { describeJsonProblem, findJsonProblem, findPrototypeKey } from '../json-values.ts';
 import { maySubscribe } from './channel-access.ts';
 import { attachFanout, channelOfRoom, type Fanout, roomOf } from './fanout.ts';
 import { admitSockets, type Caller, emitRealtimeError, type RealtimeSocket } from './handshake.ts';
@@ -23,7 +23,7 @@ import {
   type PublishRequest,
   type RealtimeErrorCode,
 } from './protocol.ts';
-import { PublishBudget } from './publish-budget.ts';
+import { PublishBudget, PublishSlots } from './publish-budget.ts';
 import { type PublishInput, type PublishOutcome, publishMessage } from './publisher.ts';
 import type { RecheckPass } from './recheck.ts';
 import { watchSessionEnds } from './session-ends.ts';
@@ -83,6 +83,14 @@ interface RawWebSocket {
 const MAX_QUEUED = 64;
 /** A subscribe that met a policy change while checking asks again, at most this many times in all. */
 const SUBSCRIBE_ATTEMPTS = 3;
+/**
+ * Publishes (socket and HTTP) holding a database connection at once on one instance: half of the
+ * service's pool of 10 on PostgreSQL, so that requests keep the other half whatever publishes wait
+ * for; one on PGlite, whose one session requests then wait behind at most one publish.
+ */
+const PUBLISH_SLOTS = { postgres: 5, pglite: 1 } as const;
+/** How long a publish waits for one of those places (as a request waits for a pooled connection) before it is refused (SERVICE_UNAVAILABLE). */
+const PUBLISH_SLOT_WAIT_MS = 2_000;
 
 /**
  * The realtime server: socket.io on the service's own HTTP server (path /socket.io/, websocket only).
@@ -106,7 +114,12 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
   });
   refusePlainHttp(app);
   const fanout: Fanout = attachFanout(io, config, log);
-  const publish = (input: PublishInput) => publishMessage(db, fanout, input, now(), config.realtime.maxPayloadBytes);
+  const slots = new PublishSlots(
+    config.database.kind === 'postgres' ? PUBLISH_SLOTS.postgres : PUBLISH_SLOTS.pglite,
+    PUBLISH_SLOT_WAIT_MS,
+  );
+  const publish = (input: PublishInput) =>
+    publishMessage(db, fanout, slots, input, now(), config.realtime.maxPayloadBytes);
   const sessionEnds = watchSessionEnds(revocations);
   const live = new LiveSubscriptions({
     db,
@@ -188,6 +201,11 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
           const checked = checkClientPayload(event, payload);
           if (!checked.ok) return void refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
           const request = checked.value;
+          const prototypeKey = findPrototypeKey(request.payload, 'payload');
+          if (prototypeKey !== undefined) {
+            const message = `${prototypeKey}: keys named __proto__, constructor or prototype are not allowed`;
+            return void refuse(ack, 'INVALID_PAYLOAD', message, request.channel, true);
+          }
           if (Buffer.byteLength(JSON.stringify(request.payload)) > config.realtime.maxPayloadBytes) {
             const message = `The payload is larger than ${config.realtime.maxPayloadBytes} bytes`;
             return void refuse(ack, 'PAYLOAD_TOO_LARGE', message, request.channel, true);
