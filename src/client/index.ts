@@ -28,6 +28,13 @@ export interface SessionTokens {
   refreshToken: string | undefined;
   /** Web clients only. */
   csrfToken: string | undefined;
+  /**
+   * Mobile and desktop clients: this device's known-device signal for the account (a session
+   * result's `deviceToken`), sent as `X-Device-Token` with sign-ins, send-otp and reset requests so
+   * that the device keeps its own email budget and sign-in back-off. Kept across logout (it
+   * belongs to the device, not the session). Web clients hold theirs in the HttpOnly cookie.
+   */
+  deviceToken?: string | undefined;
 }
 
 export interface ClientOptions {
@@ -49,6 +56,8 @@ const REFUSED = new Set([400, 401, 403]);
 const SESSION_RESULT = /\/api\/auth\/(sessions|email\/verify|refresh|users|oauth\/exchange|id-token)$/;
 const SESSION_END = /\/api\/auth\/logout$/;
 const SIGN_UP = /\/api\/auth\/users$/;
+// Operations where a known device has its own budget or back-off (the X-Device-Token header).
+const DEVICE_SIGNAL = /^\/api\/auth\/(sessions|email\/send-otp|email\/send-reset-password)$/;
 const VERIFY = /\/api\/auth\/email\/verify$/;
 // A 401 from these is about credentials or refresh tokens, not the access token: never retry them.
 const NO_RETRY =
@@ -61,6 +70,7 @@ export function createClient(options: ClientOptions) {
     accessToken: options.tokens?.accessToken,
     refreshToken: options.tokens?.refreshToken,
     csrfToken: options.tokens?.csrfToken,
+    deviceToken: options.tokens?.deviceToken,
   };
   const changed = () => options.onTokens?.({ ...tokens });
   let refreshing: Promise<boolean> | undefined;
@@ -87,6 +97,9 @@ export function createClient(options: ClientOptions) {
       headers.set('authorization', `Bearer ${tokens.accessToken}`);
     if (clientType === 'web' && tokens.csrfToken && !headers.has('x-csrf-token'))
       headers.set('x-csrf-token', tokens.csrfToken);
+    const path = new URL(request.url).pathname;
+    if (clientType !== 'web' && tokens.deviceToken && DEVICE_SIGNAL.test(path) && !headers.has('x-device-token'))
+      headers.set('x-device-token', tokens.deviceToken);
     return new Request(request, { headers });
   };
 
@@ -116,6 +129,8 @@ export function createClient(options: ClientOptions) {
     tokens.accessToken = body.accessToken;
     tokens.refreshToken = body.refreshToken ?? undefined;
     tokens.csrfToken = body.csrfToken ?? undefined;
+    // A refresh carries none: the device keeps the one its session opened with.
+    if (typeof body.deviceToken === 'string') tokens.deviceToken = body.deviceToken;
     changed();
   }
 
