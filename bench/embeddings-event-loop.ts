@@ -95,8 +95,11 @@ function issueInputs(): string[] {
       if (w % 17 === 16) parts[parts.length - 1] += '.';
     }
     let text = parts.join(' ');
-    // Trim to the token count (each word is about one token; the full stops add a few).
-    while (countTokens(text) > TOKENS_PER_INPUT) text = text.slice(0, text.lastIndexOf(' '));
+    // Trim to the token count: each word is one token, a full stop another; a few rounds suffice.
+    for (let over = countTokens(text) - TOKENS_PER_INPUT; over > 0; over = countTokens(text) - TOKENS_PER_INPUT) {
+      const words = text.split(' ');
+      text = words.slice(0, words.length - Math.max(1, Math.floor((over * 16) / 17))).join(' ');
+    }
     texts.push(text);
   }
   return texts;
