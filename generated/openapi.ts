@@ -2509,7 +2509,7 @@ export interface operations {
                      *       "database": "up",
                      *       "redis": "up",
                      *       "embeddingsBreaker": "closed",
-                     *       "version": "0.11.0",
+                     *       "version": "0.12.0",
                      *       "uptimeSeconds": 3612.4
                      *     }
                      */
