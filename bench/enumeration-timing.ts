@@ -6,7 +6,9 @@
  * unused code: a wrong sign-in code (`POST /api/auth/sessions`, method otp) and a wrong reset code
  * (exchange-reset-password-token) at an address with an unused code (known-with-code) and at a
  * verified account without one (known-verified), each against the unknown address (which has no
- * code); for verify, known-unverified is the address with an unused code. For each operation, each
+ * code); for verify, known-unverified is the address with an unused code. The per-address sign-in
+ * back-off answers wrong sign-in codes 429 after the first five, so that comparison mostly measures
+ * the back-off (as it would for an attacker). For each operation, each
  * known kind is compared with the unknown kind: a warm-up, then alternating pairs (known, unknown,
  * known, unknown, …), one request at a time over one keep-alive connection. Reported per comparison:
  * the median latency of each kind, their difference, whether it is within 1 ms, and whether status
