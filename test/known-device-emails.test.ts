@@ -14,6 +14,8 @@ t.test(
   async (t) => {
     const { s, account, send } = await setUpKnownDevices(t, 'device-emails');
     const owner = await account('owner');
+    t.match(owner.cookie, /^d1\./, 'the web sign-up set the device cookie');
+    t.match(owner.token, /^d1\./, 'the mobile sign-in handed out a deviceToken');
     const other = await account('other');
     const { email } = owner;
 

@@ -10,6 +10,8 @@ import { deviceCookie, JWT_SECRET, OWNER_IP, STRANGERS, setUpKnownDevices } from
 t.test("a known device is exempt from the address's back-off that strangers' failures built up", async (t) => {
   const { s, account, signIn } = await setUpKnownDevices(t, 'device-backoff');
   const owner = await account('owner');
+  t.match(owner.cookie, /^d1\./, 'the web sign-up set the device cookie');
+  t.match(owner.token, /^d1\./, 'the mobile sign-in handed out a deviceToken');
   const other = await account('other');
   const { email } = owner;
 

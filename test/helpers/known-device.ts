@@ -7,11 +7,10 @@ export const JWT_SECRET = 'known-device-test-secret-0f3c9a7e2b5d8164-aa';
 export const STRANGERS = ['198.51.100.1', '198.51.100.2', '198.51.100.3', '198.51.100.4'] as const;
 export const OWNER_IP = '203.0.113.9';
 
-/** The value of the device_id cookie a response sets. */
+/** The value of the device_id cookie a response sets ('' when it sets none: the tests then fail on what it is for). */
 export function deviceCookie(res: LightMyRequestResponse): string {
   const line = setCookieHeaders(res).find((l) => l.startsWith('device_id=') && !l.startsWith('device_id=;'));
-  if (line === undefined) throw new Error(`no device_id cookie in ${JSON.stringify(setCookieHeaders(res))}`);
-  return line.slice('device_id='.length).split(';')[0] as string;
+  return line === undefined ? '' : (line.slice('device_id='.length).split(';')[0] as string);
 }
 
 /** An app for known-device tests, with shorthands: accounts with their device signals, sign-ins, emails. */
@@ -28,8 +27,9 @@ export async function setUpKnownDevices(t: Teardown, label: string) {
     const cookie = deviceCookie(up);
     const mobile = await signIn(email, PASSWORD, { client: 'mobile', ip: OWNER_IP });
     const body = mobile.json() as { deviceToken?: string; user: { id: string } };
-    if (mobile.statusCode !== 200 || body.deviceToken === undefined) throw new Error(`sign-in: ${mobile.body}`);
-    return { email, cookie, token: body.deviceToken, userId: body.user.id };
+    if (mobile.statusCode !== 200) throw new Error(`sign-in: ${mobile.body}`);
+    // '' when the session hands out no device signal: the tests then fail on what it is for.
+    return { email, cookie, token: body.deviceToken ?? '', userId: body.user.id };
   }
   function signIn(
     email: string,
