@@ -951,11 +951,16 @@ export interface paths {
          *     chosen embedding model. `data[i].index` is the position of the input
          *     the vector belongs to. Any signed-in user may call it, up to a
          *     per-user number of requests and of tokens per minute, shared by
-         *     every instance (`429 RATE_LIMITED` with `Retry-After` beyond). A
-         *     request's tokens count once they are known: one that does not fit in
-         *     what is left of the user's minute is refused and not counted; one
+         *     every instance (`429 RATE_LIMITED` with `Retry-After` beyond). Before
+         *     its tokens are counted, a request holds what is left of the user's
+         *     minute up to its size in UTF-8 bytes (an upper bound of its tokens):
+         *     a user with nothing left is refused at once. Once counted, a request
+         *     is charged its tokens, refused ones included: one that does not fit
+         *     in what is left of the minute is `429` (and uses up the minute), one
          *     with more tokens than the whole per-minute allowance is
-         *     `400 INVALID_INPUT`.
+         *     `400 INVALID_INPUT`. Each user has at most 2 requests being counted
+         *     at once per instance; a third is refused at once with
+         *     `429 RATE_LIMITED` and `Retry-After: 1`.
          *
          *     - `model`: `local/lexical-v1` is computed inside the service (512
          *       dimensions, lexical rather than semantic similarity) and is always
@@ -2431,9 +2436,12 @@ export interface components {
          */
         RefreshCookie: string;
         /**
-         * @description The binding of a web client's sign-up (HttpOnly, `Path=/`, as long as
-         *     a verification link lives), sent back by the browser with the
-         *     verification; see `POST /api/auth/users`.
+         * @description The binding of a web client's sign-up (HttpOnly, host-only,
+         *     `Path=/`, as long as a verification link lives), sent back by the
+         *     browser with the verification; see `POST /api/auth/users`. When the
+         *     service's cookies are Secure (the default, and always in production)
+         *     its name is `__Host-sign_up_binding`, which browsers accept only from
+         *     the service's own host, and a `sign_up_binding` cookie is ignored.
          */
         SignUpBindingCookie: components["schemas"]["SignUpBinding"];
     };
@@ -2441,9 +2449,10 @@ export interface components {
     headers: {
         /**
          * @description Web clients only: the sign-up's binding in the cookie
-         *     `sign_up_binding` (`HttpOnly; Path=/`, `Secure`, `SameSite` and
-         *     `Domain` as for the refresh cookie, `Max-Age` the link lifetime).
-         * @example sign_up_binding=4cQ1nT7cZx0oVQhYk1b0wUeP6E9rKmQ2sJ8dLfA3gHc; Max-Age=86400; Path=/; HttpOnly; Secure; SameSite=Lax
+         *     `__Host-sign_up_binding` (`sign_up_binding` when cookies are not
+         *     Secure): `HttpOnly; Path=/`, no `Domain`, `Secure` and `SameSite` as
+         *     for the refresh cookie, `Max-Age` the link lifetime.
+         * @example __Host-sign_up_binding=4cQ1nT7cZx0oVQhYk1b0wUeP6E9rKmQ2sJ8dLfA3gHc; Max-Age=86400; Path=/; HttpOnly; Secure; SameSite=Lax
          */
         SetSignUpBindingCookie: string;
         /**
@@ -3417,9 +3426,12 @@ export interface operations {
             path?: never;
             cookie?: {
                 /**
-                 * @description The binding of a web client's sign-up (HttpOnly, `Path=/`, as long as
-                 *     a verification link lives), sent back by the browser with the
-                 *     verification; see `POST /api/auth/users`.
+                 * @description The binding of a web client's sign-up (HttpOnly, host-only,
+                 *     `Path=/`, as long as a verification link lives), sent back by the
+                 *     browser with the verification; see `POST /api/auth/users`. When the
+                 *     service's cookies are Secure (the default, and always in production)
+                 *     its name is `__Host-sign_up_binding`, which browsers accept only from
+                 *     the service's own host, and a `sign_up_binding` cookie is ignored.
                  */
                 sign_up_binding?: components["parameters"]["SignUpBindingCookie"];
             };

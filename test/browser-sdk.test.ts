@@ -118,7 +118,7 @@ t.test("InsForge's SDK in browser mode, cross-site", { skip }, async (t) => {
   );
   t.ok(refreshCookie, 'the verify answer sets the refresh cookie', { setCookie: verifyResponse?.setCookie });
   t.ok(
-    verifyResponse?.setCookie.some((line) => line.startsWith('sign_up_binding=;')),
+    verifyResponse?.setCookie.some((line) => /^(__Host-)?sign_up_binding=;/.test(line)),
     "the browser sent the sign-up's binding cookie with the verification (the answer clears it): the password is proven",
   );
   const attributes = cookieAttributes(refreshCookie ?? '');

@@ -137,6 +137,8 @@ const accessTokenOf = (session: unknown) => (session as { accessToken?: string }
 /** The state the server-mode journey carries from step to step. */
 const ada = { email: newEmail('sdk-ada'), password: PASSWORD, userId: '', accessToken: '', refreshToken: '' };
 /** What the SDK sent, as it went on the wire (the main server-mode client records its requests). */
+/** The binding of Ada's sign-up, sent back with her verification. */
+let adaBinding = '';
 const sent: { method: string; url: string; authorization: string | null; body: string | null }[] = [];
 const sdk = createClient({
   baseUrl,
@@ -162,6 +164,10 @@ t.test('server mode: the account lifecycle through @insforge/sdk', async (t) => 
       redirectTo: `${APP}/welcome`,
     });
     const data = succeeded(t, 'signUp', result);
+    // The sign-up's binding comes back in data (the SDK returns the whole answer); passed along
+    // with the verification, it proves Ada chose the password (see docs/accounts-and-sessions.md).
+    adaBinding = (data as { signUpBinding?: string } | undefined)?.signUpBinding ?? '';
+    t.match(adaBinding, /^[A-Za-z0-9_-]{43}$/, 'signUpBinding in the data');
     t.equal(data?.requireEmailVerification, true, 'requireEmailVerification');
     t.equal(data?.accessToken, null, 'accessToken: null (no session yet)');
     promised(t, 'signUp', shapes.createUserResponseSchema, data);
@@ -190,7 +196,9 @@ t.test('server mode: the account lifecycle through @insforge/sdk', async (t) => 
     t.equal(resent?.success, true, 'success: true');
     t.type(resent?.message, 'string', 'a message');
     const mail = await nextMail(ada.email);
-    const data = succeeded(t, 'verifyEmail', await sdk.auth.verifyEmail({ email: ada.email, otp: mail.code ?? '' }));
+    // Server mode keeps no cookies: the binding goes in the request, which the SDK posts as it is.
+    const request = { email: ada.email, otp: mail.code ?? '', signUpBinding: adaBinding };
+    const data = succeeded(t, 'verifyEmail', await sdk.auth.verifyEmail(request));
     promised(t, 'verifyEmail', shapes.verifyEmailResponseSchema, data);
     t.equal(data?.user.email, ada.email);
     t.equal(data?.user.emailVerified, true, 'the address is verified');
@@ -281,6 +289,8 @@ t.test('server mode: the account lifecycle through @insforge/sdk', async (t) => 
     t.equal(data?.user.id, ada.userId, 'signs the existing account in');
     const again = await sdk.auth.verifyOtp({ email: ada.email, otp: mail.code ?? '' });
     t.ok(again.error, 'a code works once');
+    const password = await serverClient().auth.signInWithPassword({ email: ada.email, password: ada.password });
+    t.equal(password.error, null, "Ada's proven password survives her sign-in by code");
   });
 
   t.test('auth.signInWithOtp + auth.verifyOtp for a new address: a verified account', async (t) => {

@@ -57,7 +57,8 @@ const post = (url: string, payload: Record<string, unknown>, headers: Record<str
   app.inject({ method: 'POST', url, payload, headers, remoteAddress: ip });
 const signIn = (email: string, password: string) =>
   post('/api/auth/sessions?client_type=mobile', { email, password }, {}, ATTACKER_IP);
-const bearer = (token: string) => app.inject({ url: '/api/auth/sessions/current', headers: { authorization: `Bearer ${token}` } });
+const bearer = (token: string) =>
+  app.inject({ url: '/api/auth/sessions/current', headers: { authorization: `Bearer ${token}` } });
 const notices = (email: string) => smtp.to(email).filter((m) => m.subject === NOTICE);
 
 /** The other person signs up with the owner's address (a web client elsewhere: its cookie stays there). */
@@ -113,7 +114,11 @@ async function ownerSignsInWithProvider(email: string) {
   const login = email.split('@')[0] ?? email;
   idp.accounts.set(login, { email, email_verified: true, name: 'Owner' });
   const client = createClient({ baseUrl: base, isServerMode: true, retryCount: 0 });
-  const started = await client.auth.signInWithOAuth({ provider: 'testidp', redirectTo: REDIRECT, skipBrowserRedirect: true });
+  const started = await client.auth.signInWithOAuth({
+    provider: 'testidp',
+    redirectTo: REDIRECT,
+    skipBrowserRedirect: true,
+  });
   if (started.error !== null || started.data.url === undefined) throw new Error(JSON.stringify(started.error));
   const { finalUrl } = await followAuthorization(started.data.url, {
     login,
@@ -272,11 +277,67 @@ t.test('the sign-up answer is the same for new, unverified and verified addresse
   const shapes = [];
   for (const email of [newEmail('unknown'), verified]) {
     s.clock.advance(61);
-    const res = expectStatus(await post('/api/auth/users', { email, password: ATTACKER_PASSWORD }, {}, ATTACKER_IP), 202, 'probe');
+    const res = expectStatus(
+      await post('/api/auth/users', { email, password: ATTACKER_PASSWORD }, {}, ATTACKER_IP),
+      202,
+      'probe',
+    );
     const body = res.json();
     shapes.push({ keys: Object.keys(body).sort(), binding: /^[A-Za-z0-9_-]{43}$/.test(body.signUpBinding) });
     shapes.push({ cookie: [res.headers['set-cookie']].flat().some((c) => c?.startsWith('sign_up_binding=')) });
   }
   t.same(shapes[0], shapes[2]);
   t.same(shapes[1], shapes[3]);
+});
+
+t.test('a removed password never comes back through a later verification email', async (t) => {
+  const email = newEmail('resurrect');
+  await attackerSignsUp(email);
+  await ownerConfirmsByLink(email);
+  const held = await attackerSession(email);
+  s.clock.advance(61);
+  expectStatus(await post('/api/auth/email/send-otp', { email }), 202, 'sign-in code');
+  const code = (await smtp.waitFor(email, 2))[1]?.code;
+  expectStatus(await post('/api/auth/sessions?client_type=mobile', { email, otp: code, method: 'otp' }), 200, 'code');
+  await assertAttackerOut(t, email, held);
+  // The other person asks for a verification email; the owner, now without a password, uses its link.
+  s.clock.advance(61);
+  expectStatus(await post('/api/auth/email/send-verification', { email }, {}, ATTACKER_IP), 202, 'a re-send');
+  const mails = await smtp.waitFor(email, 4);
+  const resent = mails.find((m, i) => i >= 2 && m.subject !== NOTICE);
+  t.ok(resent?.token, 'a verification email for the account without a password');
+  expectStatus(await s.verifyElsewhere({ otp: resent?.token }), 200, 'the owner follows it');
+  assertErrorBody(t, await signIn(email, ATTACKER_PASSWORD), 401, 'INVALID_CREDENTIALS');
+  t.same(await unprovenSince(email), { unproven: false, hasPassword: false }, 'still no password');
+});
+
+t.test('with Secure cookies the binding is a __Host- cookie: a planted one proves nothing', async (t) => {
+  const secure = await buildAuthTestApp(t, { label: 'unproven-secure', env: { COOKIE_SECURE: 'true' } });
+  const email = newEmail('planted');
+  const signedUp = await secure.app.inject({
+    method: 'POST',
+    url: '/api/auth/users',
+    payload: { email, password: ATTACKER_PASSWORD },
+    remoteAddress: ATTACKER_IP,
+  });
+  expectStatus(signedUp, 202, 'sign-up');
+  const cookie = [signedUp.headers['set-cookie']].flat().find((c) => c?.includes('sign_up_binding='));
+  t.match(cookie, /^__Host-sign_up_binding=[A-Za-z0-9_-]{43}; Max-Age=\d+; Path=\/; HttpOnly; Secure; SameSite=Lax$/);
+  t.notMatch(cookie, /Domain=/i, 'host-only');
+  const binding = signedUp.json().signUpBinding;
+  const mail = (await secure.smtp.waitFor(email, 1))[0];
+  // A sibling host's cookie (no prefix) carrying the attacker's binding, sent with the owner's confirmation.
+  const res = await secure.app.inject({
+    method: 'POST',
+    url: '/auth/verify-email',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `sign_up_binding=${binding}` },
+    payload: `token=${mail?.token}`,
+  });
+  expectStatus(res, 200, 'confirm');
+  const row = await secure.database.handle.db
+    .selectFrom('users')
+    .select('password_unproven_since')
+    .where('email', '=', email)
+    .executeTakeFirstOrThrow();
+  t.not(row.password_unproven_since, null, 'the password is unproven');
 });

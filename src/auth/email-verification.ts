@@ -146,6 +146,7 @@ export function createEmailVerification(
     const password = consumed.contested ? null : (consumed.pending_password_hash ?? undefined);
     const proven = bindings.some((b) => constantTimeEqual(sha256Hex(b), consumed.binding_hash ?? ''));
     await users.markEmailVerified(trx, consumed.user_id, password, proven ? null : now);
+    await verifications.forgetPendingSignUp(trx, consumed.user_id);
     const user = await users.findUserById(trx, consumed.user_id);
     // A disabled account is not verified and gets no session: the answer of a wrong code, and
     // the rollback leaves the code unused.

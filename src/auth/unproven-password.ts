@@ -1,6 +1,7 @@
 import type { Transaction } from 'kysely';
 import * as accounts from '../db/repositories/mailbox-accounts.ts';
 import * as sessions from '../db/repositories/sessions.ts';
+import * as verifications from '../db/repositories/verifications.ts';
 import type { Database } from '../db/schema.ts';
 import { type MailboxProof, unprovenPasswordRemovedNotice } from '../mail/templates.ts';
 import type { BackgroundMail } from './background-mail.ts';
@@ -27,8 +28,10 @@ export function createUnprovenPasswords(issuer: Pick<SessionIssuer, 'revoked'>, 
   return {
     /**
      * In `trx`, with the account's row locked (FOR UPDATE): when its password is unproven, removes
-     * it, unlinks every provider identity and ends every session (all of them came after the
-     * verification that left it unproven). Undefined, and nothing changed, for any other account.
+     * it, unlinks every provider identity, ends every session (all of them came after the
+     * verification that left it unproven) and deletes its verification codes and links (so that
+     * no later one can bring a sign-up's password back). Undefined, and nothing changed, for any
+     * other account.
      */
     async removeOnProof(
       trx: Transaction<Database>,
@@ -38,6 +41,7 @@ export function createUnprovenPasswords(issuer: Pick<SessionIssuer, 'revoked'>, 
     ): Promise<UnprovenPasswordRemoval | undefined> {
       if (account.password_unproven_since === null) return undefined;
       const unlinked = await accounts.removeUnprovenPassword(trx, account.id);
+      await verifications.deleteVerifications(trx, account.id);
       const ended = await sessions.revokeUserSessions(trx, account.id, now);
       return { email: account.email, proof, unlinked, ended };
     },

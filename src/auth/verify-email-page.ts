@@ -33,7 +33,7 @@ export async function registerVerifyEmailPage(
     retry: 'The address could not be confirmed just now. Go back and try again in a moment.',
     async submit(token, _fields, request) {
       // The browser that signed up carries its binding here too (sign-up-binding.ts).
-      const { hasPassword } = await deps.auth.confirmEmail(token, presentedBindings(request, undefined));
+      const { hasPassword } = await deps.auth.confirmEmail(token, presentedBindings(deps.config, request, undefined));
       return {
         done: hasPassword
           ? 'Your email address is confirmed. You can now sign in with it.'

@@ -9,8 +9,8 @@ import { ApiError } from '../errors.ts';
 import { cookieValues, type RefreshBody, refreshTokenFromBody, verifiedBearerClaims } from './session-credentials.ts';
 import {
   clearSignUpBindingCookie,
+  hasSignUpBindingCookie,
   presentedBindings,
-  SIGN_UP_BINDING_COOKIE,
   setSignUpBindingCookie,
 } from './sign-up-binding.ts';
 import type { HandlersFor } from './types.ts';
@@ -214,9 +214,9 @@ export function authHandlers(ctx: AppContext): HandlersFor<AuthOperations> {
       // Checked before the code or token is looked at, so a refused redirect spends no attempt.
       const redirectTo = allowedRedirect(config, request.body.redirectTo);
       const client = clientInfo(request, request.query.client_type);
-      const bindings = presentedBindings(request, request.body.signUpBinding);
+      const bindings = presentedBindings(config, request, request.body.signUpBinding);
       const issued = await auth.verifyEmail(request.body, client, bindings);
-      if (request.cookies[SIGN_UP_BINDING_COOKIE] !== undefined) clearSignUpBindingCookie(config, reply);
+      if (hasSignUpBindingCookie(config, request)) clearSignUpBindingCookie(config, reply);
       return sessionResult(config, reply, issued, redirectTo);
     },
 

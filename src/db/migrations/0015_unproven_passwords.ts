@@ -8,6 +8,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   // mailbox was proven, not who chose the password. Cleared when the owner proves the mailbox
   // again (the password goes then) or resets the password.
   await sql`alter table users add column password_unproven_since timestamptz`.execute(db);
+  // A consumed verification's pending password has done its work: kept, a re-send to the account
+  // (when it has no password) would let that password in again.
+  await sql`update email_verifications set pending_password_hash = null where consumed_at is not null`.execute(db);
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {

@@ -166,3 +166,16 @@ export async function consumeVerification(
 export async function deleteVerifications(db: Executor, userId: string): Promise<void> {
   await db.deleteFrom('email_verifications').where('user_id', '=', userId).execute();
 }
+
+/**
+ * Forgets the pending sign-up of a consumed verification (its password and binding): once the
+ * mailbox is proven, a later code or link of this row (a re-send to an account without a password)
+ * must never bring that password back.
+ */
+export async function forgetPendingSignUp(db: Executor, userId: string): Promise<void> {
+  await db
+    .updateTable('email_verifications')
+    .set({ pending_password_hash: null, binding_hash: null })
+    .where('user_id', '=', userId)
+    .execute();
+}
