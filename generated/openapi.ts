@@ -2297,7 +2297,11 @@ export interface components {
          *     sign-up, password sign-in, password reset and change) has no place
          *     for this request, or the client's network (an IPv6 /48, an IPv4 /24)
          *     already holds its share of that queue; or the database does not
-         *     answer. Retry after the seconds in `Retry-After`.
+         *     answer. A request already waiting in a full queue may get this answer
+         *     too, at once, when its network has the most hashes waiting and a
+         *     request from a network with at least two fewer waiting arrives: the
+         *     newcomer takes the place of the newest waiting request of that
+         *     network. Retry after the seconds in `Retry-After`.
          */
         PasswordHashingUnavailable: {
             headers: {

@@ -1,14 +1,17 @@
 // Password hashing is bounded work: sign-up, sign-in (the dummy hash of an unknown address too),
 // reset and change run their hashes through one queue per instance, of fixed concurrency and fixed
 // length, fair between networks. A request that finds no place is answered at once with 503
-// SERVICE_UNAVAILABLE and Retry-After. Per-IP limits count an IPv6 client by its /56
+// SERVICE_UNAVAILABLE and Retry-After; when the queue is full, a newcomer from a network with at
+// least two fewer hashes waiting than the network with the most takes the place of that network's
+// newest waiting hash, which gets the 503 instead. Per-IP limits count an IPv6 client by its /56
 // (RATE_LIMIT_IPV6_PREFIX), so addresses picked at will inside one home's allocation share one count.
 import type { LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
-import { HashQueue } from '../src/auth/password-hashing.ts';
+import { HashQueue, queuedHash } from '../src/auth/password-hashing.ts';
 import { addressNetworks } from '../src/client-address.ts';
 import type { Env } from '../src/config.ts';
-import { buildAuthTestApp, newEmail, PASSWORD } from './helpers/auth.ts';
+import { buildAppCapturingLogs } from './helpers/app.ts';
+import { buildAuthTestApp, newEmail, newRedisKeyPrefix, PASSWORD } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 
 const METRICS_TOKEN = 'password-hashing-test-metrics-token-0123456789';
@@ -124,6 +127,82 @@ t.test('a flood from one /48 holds only its share of the queue: another network 
   t.equal(other?.res.statusCode, 401, 'the other network was given a place and an answer (401: unknown address)');
 });
 
+t.test(
+  "a full queue is fair at admission: a new network takes the place of the largest network's newest job",
+  async (t) => {
+    // One hash at a time, three may wait, two of them from one network. The running place is held by
+    // a test-only route until released, so that the queue stays full while the newcomer arrives.
+    const { app } = await buildAppCapturingLogs(t, 'error', {
+      TRUST_PROXY: 'true',
+      METRICS_TOKEN,
+      REDIS_KEY_PREFIX: newRedisKeyPrefix('password-hashing'),
+      RATE_LIMIT_SIGN_IN: '1000',
+      PASSWORD_HASH_CONCURRENCY: '1',
+      PASSWORD_HASH_QUEUE: '3',
+      PASSWORD_HASH_QUEUE_PER_NETWORK: '2',
+    });
+    let release = () => {};
+    let holding = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const holds = new Promise<void>((resolve) => {
+      holding = resolve;
+    });
+    app.get('/test-only/hold-hash', async () => {
+      await queuedHash(() => {
+        holding();
+        return held;
+      });
+      return {};
+    });
+    const signInFrom = (ip: string) =>
+      app.inject({
+        method: 'POST',
+        url: '/api/auth/sessions?client_type=mobile',
+        payload: { email: newEmail('fair'), password: PASSWORD },
+        headers: { 'x-forwarded-for': ip },
+      });
+    const waiting = async () => {
+      const res = await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+      return Number(
+        res.body
+          .split('\n')
+          .find((l) => l.startsWith('password_hash_queue_waiting '))
+          ?.split(' ')[1],
+      );
+    };
+
+    const holder = app.inject({ url: '/test-only/hold-hash', headers: { 'x-forwarded-for': '192.0.2.1' } });
+    await holds;
+    // The queue filled by two networks: two waiting from 2001:db8:a::/48 (two /56s), one from 2001:db8:b::/48.
+    const named = (name: string, reply: Promise<LightMyRequestResponse>) => reply.then((res) => ({ name, res }));
+    const fill = [
+      named('a1', signInFrom('2001:db8:a:100::1')),
+      named('a2', signInFrom('2001:db8:a:200::1')),
+      named('b1', signInFrom('2001:db8:b:100::1')),
+    ];
+    for (let i = 0; i < 500 && (await waiting()) < 3; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    t.equal(await waiting(), 3, 'the queue is full: two networks fill its three places');
+
+    // A newcomer from a network with nothing waiting.
+    const newcomer = named('newcomer', signInFrom('198.51.100.7'));
+    const first = await Promise.race([...fill, newcomer]);
+    t.not(first.name, 'newcomer', 'the newcomer was not refused at once: it got a place');
+    t.match(first.name, /^a[12]$/, `the largest network's job lost its place (${first.name})`);
+    assertBusy(t, first.res, `${first.name}, evicted`);
+    t.equal(await waiting(), 3, "the newcomer waits in the evicted job's place");
+
+    release();
+    t.equal((await holder).statusCode, 200, 'the held hash ran');
+    const answers = await Promise.all([...fill, newcomer]);
+    for (const { name, res } of answers) {
+      if (name === first.name) continue;
+      t.equal(res.statusCode, 401, `${name} had its turn and was answered normally (401: unknown address)`);
+    }
+  },
+);
+
 t.test('the queue serves networks in turn (HashQueue)', async (t) => {
   // Jobs that finish when told to: the order they start in is the order the queue chose.
   const started: string[] = [];
@@ -151,6 +230,44 @@ t.test('the queue serves networks in turn (HashQueue)', async (t) => {
     ['flood1', 'other', 'flood2', 'flood3', 'flood4', 'flood5'],
     "a job of another network goes before the flood's waiting jobs",
   );
+
+  t.test("a full queue: only a group at least two larger than the newcomer's gives up its newest job", async (t) => {
+    const q = new HashQueue({ concurrency: 1, maxWaiting: 4, maxWaitingPerNetwork: 3 });
+    const outcome = new Map<string, string>();
+    let release = () => {};
+    const hold = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const job = (name: string, network: string, group: string) =>
+      // A refusal is thrown by run(); the promise turns it into a rejection like an eviction's.
+      new Promise<void>((resolve) => resolve(q.run({ network, group }, () => hold))).then(
+        () => outcome.set(name, 'ran'),
+        (err: { statusCode?: number }) => outcome.set(name, String(err.statusCode)),
+      );
+    const all = [job('running', 'r', 'r'), job('g1', 'g:1', 'g'), job('g2', 'g:2', 'g'), job('g3', 'g:1', 'g')];
+    all.push(job('h1', 'h', 'h'));
+    await settle();
+    t.same(q.stats(), { running: 1, waiting: 4 });
+    all.push(job('n1', 'n', 'n'));
+    await settle();
+    t.equal(outcome.get('g3'), '503', "the newest of the largest group's jobs (across its networks) is evicted");
+    t.same(q.stats(), { running: 1, waiting: 4 }, 'the newcomer took its place');
+    all.push(job('m1', 'm', 'm'));
+    await settle();
+    t.equal(outcome.get('g2'), '503', 'then its next newest');
+    all.push(job('k1', 'k', 'k'));
+    await settle();
+    t.equal(outcome.get('k1'), '503', 'groups one apart do not swap: the newcomer is refused');
+    release();
+    await Promise.all(all);
+    t.same(
+      [...outcome]
+        .filter(([, o]) => o === 'ran')
+        .map(([name]) => name)
+        .sort(),
+      ['g1', 'h1', 'm1', 'n1', 'running'],
+    );
+  });
 
   t.test('within one group, its networks take turns', async (t) => {
     const order: string[] = [];

@@ -24,7 +24,11 @@ export interface HashQueueStats {
 
 interface Job {
   network: string;
+  /** Arrival order, to find a group's newest waiting job. */
+  seq: number;
   start: () => void;
+  /** Answers the job's request 503 (it lost its place to another network's newcomer). */
+  evict: () => void;
 }
 
 /** The jobs of one network group, its networks served in turn. */
@@ -38,7 +42,11 @@ const REMEMBERED_GROUPS = 10_000;
 
 /**
  * A bounded queue of password hashes with fixed concurrency, fair between networks. A job that
- * finds no place is refused at once (503 with Retry-After) rather than left to wait. Among the
+ * finds no place is refused at once (503 with Retry-After) rather than left to wait. Admission is
+ * fair too: when every place is taken, a newcomer whose network group has at least two fewer jobs
+ * waiting than the group with the most takes the place of that group's newest waiting job, which
+ * is answered 503 with Retry-After at once; otherwise the newcomer is refused. So a few networks
+ * that fill the queue lose places to everyone else instead of shutting them out. Among the
  * network groups with jobs waiting, the one whose last turn is longest ago goes next (a group
  * never served first), so a flood from one network waits behind everybody else's next job instead
  * of in front of it; within a group, its networks (/56s) take turns.
@@ -49,6 +57,7 @@ export class HashQueue {
   /** The sequence number of each group's last turn, oldest first. */
   readonly #lastTurn = new Map<string, number>();
   #turns = 0;
+  #arrivals = 0;
   #running = 0;
   #waiting = 0;
   /** A moving average of how long one hash takes, for Retry-After. */
@@ -70,11 +79,18 @@ export class HashQueue {
     }
     const group = this.#groups.get(from.group);
     if ((group?.waiting ?? 0) >= this.#options.maxWaitingPerNetwork) throw this.#refuse('network_share');
-    if (this.#waiting >= this.#options.maxWaiting) throw this.#refuse('queue_full');
+    if (this.#waiting >= this.#options.maxWaiting && !this.#evictFor(group?.waiting ?? 0)) {
+      throw this.#refuse('queue_full');
+    }
     return new Promise<T>((resolve, reject) => {
-      const job: Job = { network: from.network, start: () => this.#execute(task).then(resolve, reject) };
-      const g = group ?? { byNetwork: new Map<string, Job[]>(), waiting: 0 };
-      if (group === undefined) this.#groups.set(from.group, g);
+      const job: Job = {
+        network: from.network,
+        seq: this.#arrivals++,
+        start: () => this.#execute(task).then(resolve, reject),
+        evict: () => reject(this.#refuse('queue_full')),
+      };
+      const g = this.#groups.get(from.group) ?? { byNetwork: new Map<string, Job[]>(), waiting: 0 };
+      if (!this.#groups.has(from.group)) this.#groups.set(from.group, g);
       const jobs = g.byNetwork.get(from.network);
       if (jobs === undefined) g.byNetwork.set(from.network, [job]);
       else jobs.push(job);
@@ -120,6 +136,32 @@ export class HashQueue {
       if (group.waiting === 0) this.#groups.delete(chosen);
       job.start();
     }
+  }
+
+  /**
+   * Makes a place for a newcomer whose group has `waiting` jobs waiting, when the queue is full: if
+   * the group with the most jobs waiting (of several, the latest to start waiting) has at least two
+   * more, its newest waiting job is taken out and answered 503 (a swap between groups one apart
+   * would only change who is refused). Returns whether a place was made.
+   */
+  #evictFor(waiting: number): boolean {
+    let largest: [string, Group] | undefined;
+    for (const entry of this.#groups) if (entry[1].waiting >= (largest?.[1].waiting ?? 0)) largest = entry;
+    if (largest === undefined || largest[1].waiting < waiting + 2) return false;
+    const [key, group] = largest;
+    let newest: [string, Job[]] | undefined;
+    for (const entry of group.byNetwork) {
+      if ((entry[1].at(-1)?.seq ?? -1) > (newest?.[1].at(-1)?.seq ?? -1)) newest = entry;
+    }
+    if (newest === undefined) return false;
+    const [network, jobs] = newest;
+    const job = jobs.pop() as Job;
+    if (jobs.length === 0) group.byNetwork.delete(network);
+    group.waiting--;
+    this.#waiting--;
+    if (group.waiting === 0) this.#groups.delete(key);
+    job.evict();
+    return true;
   }
 
   /** Records that `group` is served now (its remembered turn moves to the newest). */
