@@ -341,3 +341,25 @@ t.test('with Secure cookies the binding is a __Host- cookie: a planted one prove
     .executeTakeFirstOrThrow();
   t.not(row.password_unproven_since, null, 'the password is unproven');
 });
+
+t.test("the other person's known devices are known no more once the password is removed", async (t) => {
+  const email = newEmail('devices');
+  await attackerSignsUp(email);
+  await ownerConfirmsByLink(email);
+  const held = (await attackerSession(email)) as { deviceToken?: string };
+  t.match(held.deviceToken, /\S{20,}/, 'a device token for the session');
+  s.clock.advance(61);
+  expectStatus(await post('/api/auth/email/send-otp', { email }), 202, 'sign-in code');
+  const code = (await smtp.waitFor(email, 2))[1]?.code;
+  expectStatus(await post('/api/auth/sessions?client_type=mobile', { email, otp: code, method: 'otp' }), 200, 'code');
+  await smtp.waitFor(email, 3);
+  // Inside the address's 60 s gap, only a known device of the account gets an email at once.
+  const before = smtp.to(email).length;
+  expectStatus(
+    await post('/api/auth/email/send-otp', { email }, { 'x-device-token': String(held.deviceToken) }, ATTACKER_IP),
+    202,
+    'send-otp with the old device token',
+  );
+  await pause(QUIET_MS);
+  t.equal(smtp.to(email).length, before, 'no email: the device is not known to the account any more');
+});

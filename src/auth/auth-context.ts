@@ -8,7 +8,7 @@ import { ApiError } from '../errors.ts';
 import type { Mailer } from '../mail/mailer.ts';
 import type { AccessTokenClaims } from './access-token.ts';
 import { type DerivedKeys, hmacHex } from './crypto.ts';
-import { deviceSignals, knownDevice } from './known-device.ts';
+import { deviceAccount, deviceSignals, knownDevice } from './known-device.ts';
 import type { SignInThrottle } from './sign-in-throttle.ts';
 
 /** Failed code attempts after which a verification is void. */
@@ -70,16 +70,16 @@ export interface ClientInfo {
 }
 
 /**
- * The id of the known device among the client's signals for the account `userId` (undefined when
+ * The id of the known device among the client's signals for `account` (its id and device epoch; undefined when
  * none was issued for it, or it has expired). See known-device.ts.
  */
 export function knownDeviceFor(
   keys: DerivedKeys,
   client: Pick<ClientInfo, 'devices'>,
-  userId: string | undefined,
+  account: { id: string; device_epoch: number } | undefined,
   now: Date,
 ): string | undefined {
-  return knownDevice(keys.device, deviceSignals(client.devices ?? [], now), userId);
+  return knownDevice(keys.device, deviceSignals(client.devices ?? [], now), account && deviceAccount(account));
 }
 
 /** Whether the client sent a device signal worth checking against an account (well-formed, unexpired). */

@@ -59,6 +59,15 @@ export function deviceSignals(values: readonly (string | undefined)[], now: Date
   return values.flatMap((value) => parseDevice(value, now) ?? []);
 }
 
+/**
+ * What a device signal is bound to: the account's id and its device epoch, which goes up whenever
+ * the account's password is removed, reset or changed, so that the devices known before (perhaps
+ * someone else's) are known no more.
+ */
+export function deviceAccount(user: { id: string; device_epoch: number }): string {
+  return `${user.id}.${user.device_epoch}`;
+}
+
 /** The id of the first of `signals` that was issued for the account `userId`; undefined when none was. */
 export function knownDevice(key: Buffer, signals: readonly DeviceSignal[], userId: string | undefined) {
   if (userId === undefined) return undefined;

@@ -62,8 +62,8 @@ export function createPasswordReset(
     let claim: addressLimits.EmailClaim | undefined;
     const sent = await db.transaction().execute(async (trx) => {
       // A device that signed in to the address's account has a budget of its own (known-device.ts).
-      const userId = offersDevice(client, now) ? await addressLimits.accountIdOf(trx, email) : undefined;
-      const device = knownDeviceFor(deps.keys, client, userId, now);
+      const account = offersDevice(client, now) ? await addressLimits.accountIdOf(trx, email) : undefined;
+      const device = knownDeviceFor(deps.keys, client, account, now);
       claim = await addressLimits.claimEmailSend(trx, email, { requester, device, kind: 'reset' }, now, EMAIL_LIMITS);
       if (claim === undefined) return 'limited' as const;
       return emailCodes.issueResetCode(

@@ -52,8 +52,8 @@ export function createPasswordlessSignIn(
     let claim: addressLimits.EmailClaim | undefined;
     const sent = await db.transaction().execute(async (trx) => {
       // A device that signed in to the address's account has a budget of its own (known-device.ts).
-      const userId = offersDevice(client, now) ? await addressLimits.accountIdOf(trx, email) : undefined;
-      const device = knownDeviceFor(deps.keys, client, userId, now);
+      const account = offersDevice(client, now) ? await addressLimits.accountIdOf(trx, email) : undefined;
+      const device = knownDeviceFor(deps.keys, client, account, now);
       claim = await addressLimits.claimEmailSend(trx, email, { requester, device, kind: 'sign_in' }, now, EMAIL_LIMITS);
       if (claim === undefined) return 'limited' as const;
       return emailCodes.issueSignInCode(trx, email, stored, config.allowSignUp, now);
@@ -80,9 +80,7 @@ export function createPasswordlessSignIn(
     row: emailCodes.EmailCodeRow,
     input: { email: string; name?: string | undefined },
     client: ClientInfo,
-  ): Promise<
-    { session: IssuedSession; ended: string[]; removal: UnprovenPasswordRemoval | undefined } | undefined
-  > {
+  ): Promise<{ session: IssuedSession; ended: string[]; removal: UnprovenPasswordRemoval | undefined } | undefined> {
     const { email } = input;
     const now = clock.now();
     return db.transaction().execute(async (trx) => {
@@ -119,8 +117,8 @@ export function createPasswordlessSignIn(
   ): Promise<IssuedSession> {
     const email = input.email.toLowerCase();
     // A known device of the account has a back-off of its own (known-device.ts).
-    const userId = offersDevice(client, clock.now()) ? await addressLimits.accountIdOf(db, email) : undefined;
-    const device = knownDeviceFor(deps.keys, client, userId, clock.now());
+    const account = offersDevice(client, clock.now()) ? await addressLimits.accountIdOf(db, email) : undefined;
+    const device = knownDeviceFor(deps.keys, client, account, clock.now());
     const wait = await signInThrottle.beginAttempt(email, device);
     if (wait !== undefined) {
       deps.events?.signInThrottled();

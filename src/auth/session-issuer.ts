@@ -4,7 +4,7 @@ import type { UserRow } from '../db/repositories/users.ts';
 import type { ClientType, Database } from '../db/schema.ts';
 import { type AuthDeps, type ClientInfo, inSeconds, knownDeviceFor } from './auth-context.ts';
 import { hmacHex, newOpaqueToken, sha256Hex } from './crypto.ts';
-import { newDeviceId, signDevice } from './known-device.ts';
+import { deviceAccount, newDeviceId, signDevice } from './known-device.ts';
 import { type ApiUser, toApiUser } from './user-view.ts';
 
 /** A new or refreshed session: what the handler turns into a Session result (and a cookie for web). */
@@ -72,8 +72,8 @@ export function createSessionIssuer(deps: AuthDeps) {
    * device of this account, a new one otherwise; valid a year from now.
    */
   function deviceTokenFor(user: UserRow, client: ClientInfo, now: Date): string {
-    const deviceId = knownDeviceFor(keys, client, user.id, now) ?? newDeviceId();
-    return signDevice(keys.device, deviceId, user.id, now);
+    const deviceId = knownDeviceFor(keys, client, user, now) ?? newDeviceId();
+    return signDevice(keys.device, deviceId, deviceAccount(user), now);
   }
 
   /** Opens a session for `user` (in `executor`'s transaction when given). */

@@ -15,7 +15,7 @@ export function createSignIn(deps: AuthDeps, sessions: SessionIssuer) {
     // checked against the account before anything else, so that strangers' failures do not count.
     const offered = offersDevice(client, deps.clock.now());
     let user = offered ? await users.findUserByEmail(db, email) : undefined;
-    const device = knownDeviceFor(deps.keys, client, user?.id, deps.clock.now());
+    const device = knownDeviceFor(deps.keys, client, user, deps.clock.now());
     // Known and unknown addresses alike, before the password is looked at.
     const wait = await signInThrottle.beginAttempt(email, device);
     if (wait !== undefined) {

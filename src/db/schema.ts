@@ -33,6 +33,8 @@ export interface UsersTable {
    * 0015): the password may not be the mailbox owner's. Null for every other account.
    */
   password_unproven_since: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** Goes up when the password is removed, reset or changed: device signals issued before stop counting. */
+  device_epoch: ColumnType<number, number | undefined, number>;
   created_at: ColumnType<Date, Date | undefined, never>;
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }

@@ -40,10 +40,12 @@ export interface EmailClaimant {
  */
 export type EmailClaim = { pool: 'address' | 'reserve' } | { pool: 'device'; device: string };
 
-/** The id of the account with this (lower-cased) address, if any. */
-export async function accountIdOf(db: Executor, email: string): Promise<string | undefined> {
-  const row = await db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst();
-  return row?.id;
+/** The id and device epoch of the account with this (lower-cased) address, if any (what device signals are bound to). */
+export async function accountIdOf(
+  db: Executor,
+  email: string,
+): Promise<{ id: string; device_epoch: number } | undefined> {
+  return db.selectFrom('users').select(['id', 'device_epoch']).where('email', '=', email).executeTakeFirst();
 }
 
 /**

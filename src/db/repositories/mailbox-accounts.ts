@@ -29,6 +29,7 @@ export async function setPasswordAfterReset(db: Executor, userId: string, passwo
     .set({
       password_hash: passwordHash,
       password_unproven_since: null,
+      device_epoch: sql`device_epoch + 1`,
       email_verified: true,
       profile: sql`case when email_verified then profile else ${provenProfile(null)}::jsonb end`,
     })
@@ -74,7 +75,7 @@ export async function proveMailboxWithoutPassword(db: Executor, userId: string, 
 export async function removeUnprovenPassword(db: Executor, userId: string): Promise<string[]> {
   await db
     .updateTable('users')
-    .set({ password_hash: null, password_unproven_since: null })
+    .set({ password_hash: null, password_unproven_since: null, device_epoch: sql`device_epoch + 1` })
     .where('id', '=', userId)
     .execute();
   const unlinked = await db

@@ -135,7 +135,7 @@ export async function replacePassword(
 ): Promise<boolean> {
   const result = await db
     .updateTable('users')
-    .set({ password_hash: passwordHash })
+    .set({ password_hash: passwordHash, device_epoch: sql`device_epoch + 1` })
     .where('id', '=', userId)
     .where((eb) => (expected === null ? eb('password_hash', 'is', null) : eb('password_hash', '=', expected)))
     .executeTakeFirst();
