@@ -82,10 +82,10 @@ t.test('EMBEDDINGS_TOKENS_PER_MINUTE per user, in one instance (no Redis)', asyn
   const bob = accessTokenFor(app);
 
   t.equal((await embedAs(app, ann, tokens(60))).statusCode, 200, '60 tokens');
-  assertTokensLimited(t, await embedAs(app, ann, [tokens(25), tokens(25)]), '50 more do not fit in the 40 left: 429');
-  t.equal((await embedAs(app, ann, tokens(40))).statusCode, 200, 'the refused 50 were not counted: 40 more fit');
+  t.equal((await embedAs(app, ann, tokens(30))).statusCode, 200, '30 more fit in the 40 left');
+  assertTokensLimited(t, await embedAs(app, ann, [tokens(10), tokens(10)]), '20 more do not fit in the 10 left: 429');
   const counted = await metric(app, 'embeddings_token_counting_requests_total');
-  assertTokensLimited(t, await embedAs(app, ann, 'hello'), 'all 100 used: even 1 token is 429');
+  assertTokensLimited(t, await embedAs(app, ann, 'hello'), 'the refused 20 were charged: all 100 used, even 1 is 429');
   t.equal(
     await metric(app, 'embeddings_token_counting_requests_total'),
     counted,
@@ -93,18 +93,61 @@ t.test('EMBEDDINGS_TOKENS_PER_MINUTE per user, in one instance (no Redis)', asyn
   );
 
   t.equal((await embedAs(app, bob, tokens(100))).statusCode, 200, 'another user has a minute of their own');
-  const tooBig = await embedAs(app, accessTokenFor(app), tokens(101));
+  const carl = accessTokenFor(app);
+  const tooBig = await embedAs(app, carl, tokens(101));
   t.match(
     assertErrorBody(t, tooBig, 400, 'INVALID_INPUT').message,
     /more than the 100 tokens per minute/,
     'a request larger than the whole limit could never pass: 400, not 429',
   );
+  assertTokensLimited(t, await embedAs(app, carl, 'hello'), 'and its counted tokens were charged: 429');
   t.equal(
     await metric(app, 'http_rate_limited_requests_total', '{operation="createEmbeddings",limit="tokens"}'),
-    2,
+    3,
     'the refusals are counted in the metrics',
   );
 
   clock.advance(61);
   t.equal((await embedAs(app, ann, tokens(100))).statusCode, 200, 'a minute later the tokens are back');
+});
+
+t.test('one user flooding the counting neither holds it up for others nor escapes their own limit', async (t) => {
+  const { app } = await buildTestApp(t, { env: { EMBEDDINGS_TOKENS_PER_MINUTE: '50000', METRICS_TOKEN } });
+  const ann = accessTokenFor(app);
+  const bob = accessTokenFor(app);
+  // 2,000 tokens and 11,999 bytes each: at most 4 of them hold Ann's minute at a time before counting.
+  const flood = Array.from({ length: 80 }, () => embedAs(app, ann, tokens(2000)));
+  const bobs = embedAs(app, bob, 'hello');
+  const answers = await Promise.all(flood);
+  t.equal((await bobs).statusCode, 200, "Bob's request is answered");
+
+  const statuses = answers.map((res) => res.statusCode);
+  t.same([...new Set(statuses)].sort(), [200, 429], 'Ann gets 200 or 429, never a 503 (the shared queue never filled)');
+  t.ok(statuses.filter((s) => s === 200).length <= 25, 'at most 25 × 2,000 of her 50,000 tokens were embedded');
+  for (const res of answers.filter((res) => res.statusCode === 429)) {
+    const seconds = Number(res.headers['retry-after']);
+    t.ok(Number.isInteger(seconds) && seconds >= 1 && seconds <= 60, `Retry-After ${seconds}`);
+  }
+  t.ok(
+    ((await metric(app, 'embeddings_token_counting_peak_requests_per_user')) ?? 99) <= 2,
+    'at most 2 of her requests were being counted at once',
+  );
+  const counted = (await metric(app, 'embeddings_token_counting_requests_total')) ?? 0;
+  t.ok(counted <= 1 + 27, `only what her minute could pay for was counted (${counted - 1} of her 80)`);
+
+  // A flood of requests over the whole allowance: the first holds all of Dan's minute while it is
+  // counted, and its 400 is charged, so none of the others is ever counted.
+  const dan = accessTokenFor(app);
+  const tooBig = await Promise.all(Array.from({ length: 20 }, () => embedAs(app, dan, tokens(50_001))));
+  t.same(
+    tooBig.map((res) => res.statusCode).sort(),
+    [400, ...Array(19).fill(429)],
+    'one 400 (counted), 19 refused before counting',
+  );
+  t.equal(
+    await metric(app, 'embeddings_token_counting_requests_total'),
+    counted + 1,
+    'only the first of the 20 was counted',
+  );
+  assertTokensLimited(t, await embedAs(app, dan, 'hello'), 'its counted tokens were charged: 1 more token is refused');
 });

@@ -12,6 +12,7 @@ import { localEmbedding } from './local-model.ts';
 import { localModels, modelInfo } from './models.ts';
 import { type EmbeddingsCall, OpenAICompatibleUpstream } from './openai-compatible.ts';
 import { createTokenCounter, type TokenCounterStats } from './token-counter.ts';
+import { MAX_TOKENS_PER_REQUEST } from './token-limits.ts';
 import { createTokenRateLimit } from './token-rate-limit.ts';
 import { type BreakerState, UpstreamBreaker } from './upstream-breaker.ts';
 import { UsageRecorder } from './usage-recorder.ts';
@@ -164,11 +165,22 @@ export function createEmbeddingsService(deps: {
     const inputs = typeof request.input === 'string' ? [request.input] : request.input;
     let counts: number[];
     try {
-      // A user with no tokens left this minute is refused before any counting work.
-      await tokenLimit.checkNotExhausted(userId);
-      counts = await tokenCounter.count(inputs, single);
-      const counted = counts.reduce((a, b) => a + b, 0);
-      await tokenLimit.take(userId, counted);
+      // Before any counting work, the request holds what is left of the user's minute up to its
+      // UTF-8 bytes (cl100k_base never has more tokens than bytes; counting stops past the
+      // per-request limit): a user with nothing left, or whose earlier requests hold it all, is
+      // refused here.
+      const bytes = inputs.reduce((sum, text) => sum + Buffer.byteLength(text, 'utf8'), 0);
+      const reserved = await tokenLimit.reserve(userId, Math.min(bytes, MAX_TOKENS_PER_REQUEST + 1));
+      try {
+        counts = await tokenCounter.count(userId, inputs, single);
+      } catch (err) {
+        // Refused inputs (400) keep their reservation: the counting work is charged to the user.
+        if (!(err instanceof ApiError && err.statusCode === 400)) await tokenLimit.release(userId, reserved);
+        throw err;
+      }
+      // Charged even when refused (429, 400), so that a flood uses up its sender's own minute.
+      const tokens = counts.reduce((a, b) => a + b, 0);
+      await tokenLimit.settle(userId, reserved, tokens);
     } catch (err) {
       if (err instanceof ApiError && err.statusCode === 429) events?.tokensLimited();
       throw err;

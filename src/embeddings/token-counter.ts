@@ -11,6 +11,11 @@ import { MAX_INPUTS } from './token-limits.ts';
 export const TOKEN_COUNTING_THREADS = Math.max(1, Math.min(2, availableParallelism() - 1));
 /** Requests waiting for a counting thread; beyond, `503 SERVICE_UNAVAILABLE` with `Retry-After: 1`. */
 export const TOKEN_COUNTING_QUEUE = 64;
+/**
+ * Requests of one user being counted (or waiting to be) at once in this instance; beyond,
+ * `429 RATE_LIMITED` with `Retry-After: 1`, so that one user cannot fill the queue everyone shares.
+ */
+export const TOKEN_COUNTING_PER_USER = 2;
 /** A thread idle this long exits (and frees its tokenizer); the next request starts one again. */
 const IDLE_THREAD_MS = 5 * 60_000;
 
@@ -29,6 +34,8 @@ export interface TokenCounterStats {
   queued: number;
   /** The worker threads that have counted (thread ids; never 0, the main thread's). */
   threadIds: number[];
+  /** The most requests one user has had being counted at once. */
+  peakPerUser: number;
 }
 
 /**
@@ -45,31 +52,42 @@ export function createTokenCounter(options: { threads?: number; maxQueue?: numbe
     maxQueue: options.maxQueue ?? TOKEN_COUNTING_QUEUE,
   });
   const threadIds = new Set<number>();
+  const perUser = new Map<string, number>();
+  let peakPerUser = 0;
   let closed = false;
 
   return {
     /**
      * The token counts of the request's inputs, checked against the input limits (400
-     * INVALID_INPUT beyond); 503 when the queue is full.
+     * INVALID_INPUT beyond); 429 when the user already has TOKEN_COUNTING_PER_USER requests being
+     * counted, 503 when the queue is full.
      */
-    async count(inputs: readonly string[], single: boolean): Promise<number[]> {
+    async count(user: string, inputs: readonly string[], single: boolean): Promise<number[]> {
       if (inputs.length > MAX_INPUTS) {
         throw new ApiError(400, 'INVALID_INPUT', `body.input must have at most ${MAX_INPUTS} items`);
       }
+      const mine = perUser.get(user) ?? 0;
+      if (mine >= TOKEN_COUNTING_PER_USER) throw userBusy();
       if (closed || pool.queueSize >= pool.options.maxQueue) throw busy();
+      perUser.set(user, mine + 1);
+      peakPerUser = Math.max(peakPerUser, mine + 1);
       let result: CountResult;
       try {
         result = await pool.run({ inputs, single });
       } catch (err) {
         if (/queue is at limit/i.test((err as Error).message)) throw busy();
         throw err;
+      } finally {
+        const left = (perUser.get(user) ?? 1) - 1;
+        if (left > 0) perUser.set(user, left);
+        else perUser.delete(user);
       }
       threadIds.add(result.threadId);
       if ('refused' in result) throw new ApiError(400, 'INVALID_INPUT', result.refused);
       return result.counts;
     },
     stats(): TokenCounterStats {
-      return { completed: pool.completed, queued: pool.queueSize, threadIds: [...threadIds] };
+      return { completed: pool.completed, queued: pool.queueSize, threadIds: [...threadIds], peakPerUser };
     },
     /** Refuses new work, lets the tasks already queued finish, then ends the threads. */
     async close(): Promise<void> {
@@ -87,6 +105,15 @@ function busy(): ApiError {
     {
       'retry-after': '1',
     },
+  );
+}
+
+function userBusy(): ApiError {
+  return new ApiError(
+    429,
+    'RATE_LIMITED',
+    `Too many of your embeddings requests are being counted (at most ${TOKEN_COUNTING_PER_USER} at once); try again in 1 s`,
+    { 'retry-after': '1' },
   );
 }
 

@@ -120,6 +120,14 @@ export function createMetrics() {
     },
   });
   new Gauge({
+    name: 'embeddings_token_counting_peak_requests_per_user',
+    help: 'The most embeddings requests one user has had being counted at once since the start (at most 2)',
+    registers,
+    collect() {
+      if (sources) this.set(sources.tokenCounting().peakPerUser);
+    },
+  });
+  new Gauge({
     name: 'db_pool_connections',
     help: 'Database connections open in the pool (the embedded database has one)',
     registers,
