@@ -282,21 +282,24 @@ async function scenarios(t: Test) {
       assertErrorBody(t, await c.refresh(b, r2), 401, 'REFRESH_TOKEN_INVALID');
     });
 
-    t.test('the same token on A and B at the same instant: both get the session, and its token refreshes', async (t) => {
-      const { email } = await newSession(t, c, b, b, 'mobile');
-      for (let round = 1; round <= 3; round++) {
-        const signedIn = await c.signIn(round % 2 === 0 ? a : b, email);
-        t.equal(signedIn.statusCode, 200, `round ${round}: signed in`);
-        const token = signedIn.json().refreshToken as string;
-        const answers = await Promise.all([c.refresh(a, token), c.refresh(b, token)]);
-        const statuses = answers.map((r) => r.statusCode);
-        t.same(statuses, [200, 200], `round ${round}: both 200 (A ${statuses[0]}, B ${statuses[1]})`);
-        if (statuses.some((status) => status !== 200)) continue;
-        const [onA, onB] = answers.map((r) => r.json().refreshToken as string);
-        t.equal(onA, onB, `round ${round}: both carry the session's one current refresh token`);
-        t.equal((await c.refresh(round % 2 === 0 ? b : a, onA ?? '')).statusCode, 200, 'which refreshes');
-      }
-    });
+    t.test(
+      'the same token on A and B at the same instant: both get the session, and its token refreshes',
+      async (t) => {
+        const { email } = await newSession(t, c, b, b, 'mobile');
+        for (let round = 1; round <= 3; round++) {
+          const signedIn = await c.signIn(round % 2 === 0 ? a : b, email);
+          t.equal(signedIn.statusCode, 200, `round ${round}: signed in`);
+          const token = signedIn.json().refreshToken as string;
+          const answers = await Promise.all([c.refresh(a, token), c.refresh(b, token)]);
+          const statuses = answers.map((r) => r.statusCode);
+          t.same(statuses, [200, 200], `round ${round}: both 200 (A ${statuses[0]}, B ${statuses[1]})`);
+          if (statuses.some((status) => status !== 200)) continue;
+          const [onA, onB] = answers.map((r) => r.json().refreshToken as string);
+          t.equal(onA, onB, `round ${round}: both carry the session's one current refresh token`);
+          t.equal((await c.refresh(round % 2 === 0 ? b : a, onA ?? '')).statusCode, 200, 'which refreshes');
+        }
+      },
+    );
 
     t.test('logout on A: the refresh token is dead on B', async (t) => {
       const { body: made } = await newSession(t, c, a, b, 'mobile');

@@ -15,7 +15,13 @@ export interface DerivedKeys {
 
 export function deriveKeys(secret: string): DerivedKeys {
   const derive = (purpose: string) => Buffer.from(hkdfSync('sha256', secret, 'accounts-service', purpose, 32));
-  return { otp: derive('email-otp'), csrf: derive('csrf'), refresh: derive('refresh-token'), endUser: derive('embeddings-end-user'), device: derive('known-device') };
+  return {
+    otp: derive('email-otp'),
+    csrf: derive('csrf'),
+    refresh: derive('refresh-token'),
+    endUser: derive('embeddings-end-user'),
+    device: derive('known-device'),
+  };
 }
 
 /** A 6-digit code from the CSPRNG, leading zeros kept. */

@@ -82,7 +82,11 @@ export interface LinkPage {
    * Does the page's work with the posted form (and the request, for its cookies): an error that
    * sends the form back, or the message of success.
    */
-  submit(token: string, fields: URLSearchParams, request: FastifyRequest): Promise<{ error: string } | { done: string }>;
+  submit(
+    token: string,
+    fields: URLSearchParams,
+    request: FastifyRequest,
+  ): Promise<{ error: string } | { done: string }>;
 }
 
 /**

@@ -56,7 +56,8 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
       await users.ensureEmailProvider(trx, input.email);
       const account = await users.findUserByEmail(trx, input.email);
       const claimant = { requester, kind: 'verification' as const };
-      const mailable = (await addressLimits.claimEmailSend(trx, input.email, claimant, now, EMAIL_LIMITS)) !== undefined;
+      const mailable =
+        (await addressLimits.claimEmailSend(trx, input.email, claimant, now, EMAIL_LIMITS)) !== undefined;
       const pending = await verifications.recordSignUp(trx, {
         email: input.email,
         passwordHash: input.passwordHash,

@@ -154,8 +154,7 @@ export async function buildAuthTestApp(t: Teardown, options: AuthTestAppOptions 
       return res;
     },
     verify(payload) {
-      const binding =
-        typeof payload.email === 'string' ? bindings.get(payload.email.toLowerCase()) : lastBinding;
+      const binding = typeof payload.email === 'string' ? bindings.get(payload.email.toLowerCase()) : lastBinding;
       return verifyElsewhere(
         binding === undefined || 'signUpBinding' in payload ? payload : { ...payload, signUpBinding: binding },
       );
