@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
 import type { Env } from '../src/config.ts';
-import { buildAuthTestApp, decodeClaims, newEmail, PASSWORD, pause, QUIET_MS } from './helpers/auth.ts';
+import { buildAuthTestApp, decodeClaims, newEmail, PASSWORD, pause, QUIET_MS, withoutBinding } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 
 async function setup(t: Test, env: Env = {}) {
@@ -91,7 +91,7 @@ t.test('signing up a verified address again gives the same answer and mails only
   const again = await signUp({ email: email.toUpperCase(), password: 'another password entirely' });
   t.equal(again.statusCode, first.statusCode, 'the same status');
   t.equal(again.statusCode, 202, '202');
-  t.equal(again.body, first.body, 'the same body');
+  t.equal(withoutBinding(again.body), withoutBinding(first.body), 'the same body');
   const mails = await smtp.waitFor(email, 2);
   await pause(QUIET_MS);
   t.equal(smtp.to(email).length, 2, 'exactly one more email');
@@ -116,7 +116,7 @@ t.test(
     // The owner signs up later: the same answer, and a fresh code that voids the first one.
     const owner = await signUp({ email: email.toUpperCase(), password: 'owner password' });
     t.equal(owner.statusCode, squatter.statusCode);
-    t.equal(owner.body, squatter.body, 'the same body');
+    t.equal(withoutBinding(owner.body), withoutBinding(squatter.body), 'the same body');
     const mails = await smtp.waitFor(email, 2);
     const ownerMail = mails[1];
     t.match(ownerMail?.code, /^\d{6}$/, 'the second sign-up mails a new code');
