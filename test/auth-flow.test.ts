@@ -95,6 +95,8 @@ function assertSession(t: Test, res: LightMyRequestResponse, expected: SessionEx
   t.match(String(res.headers['content-type']), /^application\/json/, 'JSON answer');
   const body = JSON.parse(res.body) as SessionBody;
   const keys = ['accessToken', 'csrfToken', 'refreshToken', 'user'];
+  // Mobile and desktop clients get their device token in the body (web clients, a cookie).
+  if (expected.client !== 'web') keys.push('deviceToken');
   if (expected.redirectTo !== undefined) keys.push('redirectTo');
   t.same(Object.keys(body).sort(), keys.sort(), 'exactly the SessionResult properties for this configuration');
   if (expected.redirectTo !== undefined) t.equal(body.redirectTo, expected.redirectTo, 'redirectTo');

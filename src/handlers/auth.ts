@@ -137,10 +137,9 @@ export function sessionResult(
   // The cookie lives as long as the session still has (refreshing never extends a session).
   if (web) setRefreshCookie(config, reply, issued.refreshToken, issued.refreshTokenMaxAge);
   // A session that opened: this device is now known to the account (cookie for web, body otherwise).
+  // (Fastify adds Set-Cookie lines to those already set.)
   if (web && issued.deviceToken !== undefined) {
-    const lines = reply.getHeader('set-cookie');
-    const existing = lines === undefined ? [] : Array.isArray(lines) ? lines : [String(lines)];
-    reply.header('set-cookie', [...existing, deviceCookieLine(config, reply, issued.deviceToken)]);
+    reply.header('set-cookie', deviceCookieLine(config, reply, issued.deviceToken));
   }
   return {
     user: issued.user,
