@@ -435,9 +435,11 @@ t.test("socketOriginAllowed: no Origin, a listed one or PUBLIC_URL's, compared e
 
 t.test('a session answer and a logout expire the variants of other cookie settings', async (t) => {
   /** The variants a set of Set-Cookie lines expires: domain (or host-only) and partitioned or not. */
+  // The variants under other settings, on the cookie's own path (the lines on the longer paths
+  // under /api/auth are the defence against planted cookies: test/refresh-cookie-tossing.test.ts).
   const expired = (res: LightMyRequestResponse) =>
     refreshCookies(res)
-      .filter((c) => c.value === '' && c.attributes.get('max-age') === '0')
+      .filter((c) => c.value === '' && c.attributes.get('max-age') === '0' && c.attributes.get('path') === '/api/auth')
       .map(
         (c) =>
           `${c.attributes.get('domain') ?? 'host-only'} ${c.attributes.has('partitioned') ? 'partitioned' : 'unpartitioned'}`,
