@@ -2411,7 +2411,8 @@ export interface components {
          *     (send-otp, reset) that others cannot use up, and its own sign-in
          *     back-off, which others' failed sign-ins do not hold back. Browsers
          *     send it by themselves; a missing, forged, expired or other account's
-         *     cookie is simply not a known device (the answers do not change).
+         *     cookie is simply not a known device (the answers do not change): a
+         *     value of any form is taken and ignored, never refused.
          * @example d1.q8Wm2Zb4TqS1nX0yLr7aHg.1811923200.4f0c…
          */
         DeviceCookie: string;
@@ -2445,9 +2446,11 @@ export interface components {
          *     browser with the verification; see `POST /api/auth/users`. When the
          *     service's cookies are Secure (the default, and always in production)
          *     its name is `__Host-sign_up_binding`, which browsers accept only from
-         *     the service's own host, and a `sign_up_binding` cookie is ignored.
+         *     the service's own host, and a `sign_up_binding` cookie is ignored. A
+         *     value that is not this sign-up's binding (of any form) proves
+         *     nothing and is never refused.
          */
-        SignUpBindingCookie: components["schemas"]["SignUpBinding"];
+        SignUpBindingCookie: string;
     };
     requestBodies: never;
     headers: {
@@ -2992,7 +2995,8 @@ export interface operations {
                  *     (send-otp, reset) that others cannot use up, and its own sign-in
                  *     back-off, which others' failed sign-ins do not hold back. Browsers
                  *     send it by themselves; a missing, forged, expired or other account's
-                 *     cookie is simply not a known device (the answers do not change).
+                 *     cookie is simply not a known device (the answers do not change): a
+                 *     value of any form is taken and ignored, never refused.
                  * @example d1.q8Wm2Zb4TqS1nX0yLr7aHg.1811923200.4f0c…
                  */
                 device_id?: components["parameters"]["DeviceCookie"];
@@ -3435,7 +3439,9 @@ export interface operations {
                  *     browser with the verification; see `POST /api/auth/users`. When the
                  *     service's cookies are Secure (the default, and always in production)
                  *     its name is `__Host-sign_up_binding`, which browsers accept only from
-                 *     the service's own host, and a `sign_up_binding` cookie is ignored.
+                 *     the service's own host, and a `sign_up_binding` cookie is ignored. A
+                 *     value that is not this sign-up's binding (of any form) proves
+                 *     nothing and is never refused.
                  */
                 sign_up_binding?: components["parameters"]["SignUpBindingCookie"];
             };
@@ -3502,7 +3508,8 @@ export interface operations {
                  *     (send-otp, reset) that others cannot use up, and its own sign-in
                  *     back-off, which others' failed sign-ins do not hold back. Browsers
                  *     send it by themselves; a missing, forged, expired or other account's
-                 *     cookie is simply not a known device (the answers do not change).
+                 *     cookie is simply not a known device (the answers do not change): a
+                 *     value of any form is taken and ignored, never refused.
                  * @example d1.q8Wm2Zb4TqS1nX0yLr7aHg.1811923200.4f0c…
                  */
                 device_id?: components["parameters"]["DeviceCookie"];
@@ -3568,7 +3575,8 @@ export interface operations {
                  *     (send-otp, reset) that others cannot use up, and its own sign-in
                  *     back-off, which others' failed sign-ins do not hold back. Browsers
                  *     send it by themselves; a missing, forged, expired or other account's
-                 *     cookie is simply not a known device (the answers do not change).
+                 *     cookie is simply not a known device (the answers do not change): a
+                 *     value of any form is taken and ignored, never refused.
                  * @example d1.q8Wm2Zb4TqS1nX0yLr7aHg.1811923200.4f0c…
                  */
                 device_id?: components["parameters"]["DeviceCookie"];
