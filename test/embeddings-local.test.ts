@@ -18,7 +18,9 @@ const decode = (base64: string) => {
 
 t.test('the local model on a fresh app with no embeddings configuration', async (t) => {
   // No EMBEDDINGS_* variable at all: what a new user has after cloning.
-  const { app, database } = await buildTestApp(t);
+  // The per-user tokens-per-minute limit is test/embeddings-token-limit.test.ts's: room here for
+  // the large bodies below, all from one user within one minute.
+  const { app, database } = await buildTestApp(t, { env: { EMBEDDINGS_TOKENS_PER_MINUTE: '100000000' } });
   const headers = { authorization: `Bearer ${accessTokenFor(app)}` };
   const embed = (payload: object) => app.inject({ method: 'POST', url: '/api/ai/embeddings', headers, payload });
 
