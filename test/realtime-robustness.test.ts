@@ -69,13 +69,17 @@ t.test('a connection’s waiting requests are bounded; the rest are RATE_LIMITED
   t.equal((await publishAck(socket, { after: true })).ok, true, 'and the connection goes on');
 });
 
-t.test('with the Redis adapter and Redis unreachable, the service stays up and messages are kept', async (t) => {
+// An acknowledged message reaches every live subscriber, or is not acknowledged: with the fan-out
+// unreachable a publish is refused and kept nowhere (test/realtime-fanout-outage.test.ts has the
+// outage and the recovery).
+t.test('with the Redis adapter and Redis unreachable, the service stays up and refuses publishes', async (t) => {
   const { app, connect, db } = await setUp(t, { REALTIME_ADAPTER: 'redis', REDIS_URL: 'redis://127.0.0.1:1' });
   await new Promise((resolve) => setTimeout(resolve, 500));
   const socket = await connect();
-  const reply = await publishAck(socket, { text: 'kept' });
-  t.equal(reply.ok, true, 'accepted: it is stored, and history will have it');
+  const reply = await publishAck(socket, { text: 'not kept' });
+  t.equal(reply.ok, false, 'refused: it could not reach every subscriber');
+  t.equal(reply.error?.code, 'SERVICE_UNAVAILABLE', 'SERVICE_UNAVAILABLE');
   const stored = await db.selectFrom('realtime.messages').select('payload').execute();
-  t.same(stored, [{ payload: { text: 'kept' } }]);
+  t.same(stored, [], 'and not in history');
   t.equal((await app.inject({ url: '/api/health' })).statusCode, 200, 'the process is alive');
 });
