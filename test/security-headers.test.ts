@@ -102,7 +102,7 @@ t.test('the hooks on a bare Fastify: every answer, errors and framework errors i
 });
 
 t.test('every auth operation answers with Cache-Control: no-store, successes and errors', async (t) => {
-  const { app, signUp, verify, sendVerification, current, firstMail } = await buildAuthTestApp(t, {
+  const { app, signUp, verify, sendVerification, current, firstMail, clock } = await buildAuthTestApp(t, {
     label: 'headers',
   });
   const email = newEmail('headers');
@@ -128,6 +128,8 @@ t.test('every auth operation answers with Cache-Control: no-store, successes and
     payload: { refreshToken },
   });
   assertNoStore(t, refreshed, 'refresh (mobile)', 200);
+  // Past the reuse interval (REFRESH_TOKEN_REUSE_INTERVAL_SECONDS), a rotated token is refused.
+  clock.advance(11);
   assertNoStore(
     t,
     await app.inject({ method: 'POST', url: '/api/auth/refresh?client_type=mobile', payload: { refreshToken } }),
