@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import module from 'node:module';
 import type { FastifyInstance } from 'fastify';
 import t, { type Test } from 'tap';
+import { createTokenCounter, TOKEN_COUNTING_PER_USER } from '../src/embeddings/token-counter.ts';
 import { buildTestApp } from './helpers/app.ts';
 import { TestClock } from './helpers/clock.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
@@ -115,7 +116,7 @@ t.test('one user flooding the counting neither holds it up for others nor escape
   const { app } = await buildTestApp(t, { env: { EMBEDDINGS_TOKENS_PER_MINUTE: '50000', METRICS_TOKEN } });
   const ann = accessTokenFor(app);
   const bob = accessTokenFor(app);
-  // 2,000 tokens and 11,999 bytes each: at most 4 of them hold Ann's minute at a time before counting.
+  // 2,000 tokens and 11,999 bytes each: at most 5 of them hold Ann's minute at a time before counting.
   const flood = Array.from({ length: 80 }, () => embedAs(app, ann, tokens(2000)));
   const bobs = embedAs(app, bob, 'hello');
   const answers = await Promise.all(flood);
@@ -128,10 +129,10 @@ t.test('one user flooding the counting neither holds it up for others nor escape
     const seconds = Number(res.headers['retry-after']);
     t.ok(Number.isInteger(seconds) && seconds >= 1 && seconds <= 60, `Retry-After ${seconds}`);
   }
-  t.ok(
-    ((await metric(app, 'embeddings_token_counting_peak_requests_per_user')) ?? 99) <= 2,
-    'at most 2 of her requests were being counted at once',
-  );
+  // Each holds up to its 11,999 bytes of her 50,000 before counting: four whole holds and a fifth
+  // with what is left.
+  const peak = (await metric(app, 'embeddings_token_counting_peak_requests_per_user')) ?? 99;
+  t.ok(peak <= 5, `at most 5 of her requests (what her minute could hold) were being counted at once (${peak})`);
   const counted = (await metric(app, 'embeddings_token_counting_requests_total')) ?? 0;
   t.ok(counted <= 1 + 27, `only what her minute could pay for was counted (${counted - 1} of her 80)`);
 
@@ -150,4 +151,23 @@ t.test('one user flooding the counting neither holds it up for others nor escape
     'only the first of the 20 was counted',
   );
   assertTokensLimited(t, await embedAs(app, dan, 'hello'), 'its counted tokens were charged: 1 more token is refused');
+});
+
+t.test('a user has at most TOKEN_COUNTING_PER_USER (16) requests in the counting queue; one more is 429', async (t) => {
+  const counter = createTokenCounter({ threads: 1 });
+  t.teardown(() => counter.close());
+  t.equal(TOKEN_COUNTING_PER_USER, 16, 'a quarter of the 64 places');
+  // Called together: the first holds the one thread, the others wait their turn.
+  const hers = Array.from({ length: TOKEN_COUNTING_PER_USER }, () => counter.count('ann', [tokens(2000)], true));
+  const oneMore = counter.count('ann', ['hello'], true);
+  const his = counter.count('bob', ['hello'], true);
+  const refused = await oneMore.then(
+    () => undefined,
+    (err: { statusCode?: number; code?: string; headers?: Record<string, string> }) => err,
+  );
+  t.match(refused, { statusCode: 429, code: 'RATE_LIMITED' }, `her request number ${TOKEN_COUNTING_PER_USER + 1}: 429`);
+  t.same((await Promise.all(hers)).flat(), Array(TOKEN_COUNTING_PER_USER).fill(2000), 'her 16 are counted');
+  t.same(await his, [1], "another user's request is counted meanwhile");
+  t.equal(counter.stats().peakPerUser, TOKEN_COUNTING_PER_USER, 'the peak shows her 16');
+  t.same(await counter.count('ann', ['hello'], true), [1], 'once hers are counted she has places again');
 });

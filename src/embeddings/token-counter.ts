@@ -12,10 +12,11 @@ export const TOKEN_COUNTING_THREADS = Math.max(1, Math.min(2, availableParalleli
 /** Requests waiting for a counting thread; beyond, `503 SERVICE_UNAVAILABLE` with `Retry-After: 1`. */
 export const TOKEN_COUNTING_QUEUE = 64;
 /**
- * Requests of one user being counted (or waiting to be) at once in this instance; beyond,
- * `429 RATE_LIMITED` with `Retry-After: 1`, so that one user cannot fill the queue everyone shares.
+ * Requests of one user being counted (or waiting to be) at once in this instance: a quarter of the
+ * queue. Beyond, `429 RATE_LIMITED` with `Retry-After: 1`, so that one user cannot fill the queue
+ * everyone shares, while a client sending its batches in parallel is still served.
  */
-export const TOKEN_COUNTING_PER_USER = 2;
+export const TOKEN_COUNTING_PER_USER = TOKEN_COUNTING_QUEUE / 4;
 /** A thread idle this long exits (and frees its tokenizer); the next request starts one again. */
 const IDLE_THREAD_MS = 5 * 60_000;
 
