@@ -230,8 +230,13 @@ t.test('one device, the link page in the browser that signed up: the cookie prov
   const email = newEmail('one-device-link');
   const signedUp = expectStatus(await post('/api/auth/users', { email, password: PASSWORD }), 202, 'sign-up');
   const cookie = [signedUp.headers['set-cookie']].flat().find((c) => c?.startsWith('sign_up_binding='));
-  await ownerConfirmsByLink(email, 1, String(cookie).split(';')[0]);
+  const confirmed = await ownerConfirmsByLink(email, 1, String(cookie).split(';')[0]);
   t.same(await unprovenSince(email), { unproven: false, hasPassword: true });
+  t.match(
+    [confirmed.headers['set-cookie']].flat().find((c) => c?.startsWith('sign_up_binding=')),
+    /^sign_up_binding=; Max-Age=0; Path=\/; HttpOnly; SameSite=Lax$/,
+    'the page clears the cookie once the address is confirmed',
+  );
 });
 
 t.test('mobile: the binding in the body proves the password; another sign-up binding does not', async (t) => {

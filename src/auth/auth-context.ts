@@ -29,7 +29,7 @@ export const EMAIL_LIMITS = {
 };
 
 /** Why an email was not sent when the address's limits refused it (for the development log only). */
-export const EMAIL_LIMITED = `the address got an email less than ${EMAIL_LIMITS.cooldownSeconds} s ago, or has had its ${EMAIL_LIMITS.perDay} emails for the day (${EMAIL_LIMITS.perRequesterPerDay} of them from one client address)`;
+export const EMAIL_LIMITED = `the address got an email less than ${EMAIL_LIMITS.cooldownSeconds} s ago, or has had its ${EMAIL_LIMITS.perDay} emails for the day (${EMAIL_LIMITS.perRequesterPerDay} of them from one client address) and no reserve is left (one reset or sign-in email per ${EMAIL_LIMITS.reservePeriodSeconds / 60} minutes, and a known device's own ${EMAIL_LIMITS.perKnownDevicePerDay} a day)`;
 /** Code submissions one address takes per day, over all its codes (the emails' worth of attempts). */
 export const MAX_CODE_ATTEMPTS_PER_DAY = MAX_CODE_FAILURES * EMAIL_LIMITS.perDay;
 

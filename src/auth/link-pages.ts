@@ -79,13 +79,14 @@ export interface LinkPage {
   /** Shown when the work failed for another reason (a busy database, say). */
   retry: string;
   /**
-   * Does the page's work with the posted form (and the request, for its cookies): an error that
-   * sends the form back, or the message of success.
+   * Does the page's work with the posted form (and the request and reply, for cookies): an error
+   * that sends the form back, or the message of success.
    */
   submit(
     token: string,
     fields: URLSearchParams,
     request: FastifyRequest,
+    reply: FastifyReply,
   ): Promise<{ error: string } | { done: string }>;
 }
 
@@ -122,7 +123,7 @@ export async function registerLinkPage(app: FastifyInstance, config: Readonly<Co
       const redirect = safeRedirect(config, fields.get('redirect_to') ?? undefined);
       let outcome: { error: string } | { done: string };
       try {
-        outcome = await page.submit(token, fields, request);
+        outcome = await page.submit(token, fields, request, reply);
       } catch (err) {
         const { body } = toErrorResponse(err);
         if (body.error === 'INVALID_OTP') return send(reply, 400, message(page.invalid, true));

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.ts';
-import { presentedBindings } from '../handlers/sign-up-binding.ts';
+import { clearSignUpBindingCookie, hasSignUpBindingCookie, presentedBindings } from '../handlers/sign-up-binding.ts';
 import type { AuthService } from './auth-service.ts';
 import { linkFields, registerLinkPage } from './link-pages.ts';
 
@@ -31,9 +31,11 @@ export async function registerVerifyEmailPage(
     incomplete: 'This link is incomplete. Open the link from your email again, or enter the 6-digit code in the app.',
     invalid: 'This link is invalid, has expired or was already used. Ask the app for a new verification email.',
     retry: 'The address could not be confirmed just now. Go back and try again in a moment.',
-    async submit(token, _fields, request) {
-      // The browser that signed up carries its binding here too (sign-up-binding.ts).
+    async submit(token, _fields, request, reply) {
+      // The browser that signed up carries its binding here too (sign-up-binding.ts); once the
+      // address is confirmed the binding has served, and its cookie is cleared.
       const { hasPassword } = await deps.auth.confirmEmail(token, presentedBindings(deps.config, request, undefined));
+      if (hasSignUpBindingCookie(deps.config, request)) clearSignUpBindingCookie(deps.config, reply);
       return {
         done: hasPassword
           ? 'Your email address is confirmed. You can now sign in with it.'

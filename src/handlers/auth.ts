@@ -6,6 +6,7 @@ import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import type { ClientType } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
+import { cookieAttributes } from './cookie-attributes.ts';
 import { cookieValues, type RefreshBody, refreshTokenFromBody, verifiedBearerClaims } from './session-credentials.ts';
 import {
   clearSignUpBindingCookie,
@@ -61,7 +62,7 @@ function deviceCookieLine(config: Readonly<Config>, reply: FastifyReply, value: 
  */
 function cookieOptions(config: Readonly<Config>, maxAge: number) {
   const { secure, sameSite, domain } = config.cookie;
-  return variant(secure, sameSite, domain, sameSite === 'none', maxAge);
+  return cookieAttributes(secure, sameSite, domain, sameSite === 'none', maxAge, COOKIE_PATH);
 }
 
 /**
@@ -70,25 +71,6 @@ function cookieOptions(config: Readonly<Config>, maxAge: number) {
  * the service's own. Sign-in, refresh and logout answers expire them.
  */
 const LONGER_COOKIE_PATHS = [`${COOKIE_PATH}/`, `${COOKIE_PATH}/refresh`, `${COOKIE_PATH}/logout`];
-
-function variant(
-  secure: boolean,
-  sameSite: 'lax' | 'strict' | 'none',
-  domain: string | undefined,
-  partitioned: boolean,
-  maxAge: number,
-  path: string = COOKIE_PATH,
-) {
-  return {
-    httpOnly: true,
-    secure,
-    sameSite,
-    path,
-    maxAge,
-    ...(domain !== undefined ? { domain } : {}),
-    ...(partitioned ? { partitioned: true } : {}),
-  };
-}
 
 /**
  * Sets the refresh cookie (`value`, or cleared when undefined) and expires the variants of it that
@@ -100,7 +82,7 @@ function variant(
  * whatever the partition, so it would drop all but one of them.
  */
 function setRefreshCookie(config: Readonly<Config>, reply: FastifyReply, value: string | undefined, maxAge: number) {
-  const serialize = (v: string, attributes: ReturnType<typeof variant>) =>
+  const serialize = (v: string, attributes: ReturnType<typeof cookieAttributes>) =>
     reply.server.serializeCookie(REFRESH_COOKIE, v, attributes);
   const { secure, sameSite, domain } = config.cookie;
   const lines: string[] = [];
@@ -110,8 +92,8 @@ function setRefreshCookie(config: Readonly<Config>, reply: FastifyReply, value: 
         if (path === COOKIE_PATH && otherDomain === domain && partitioned === (sameSite === 'none')) continue;
         // A Partitioned cookie must be Secure and SameSite=None to be set, and so to be replaced.
         const attributes = partitioned
-          ? variant(true, 'none', otherDomain, true, 0, path)
-          : variant(secure, 'lax', otherDomain, false, 0, path);
+          ? cookieAttributes(true, 'none', otherDomain, true, 0, path)
+          : cookieAttributes(secure, 'lax', otherDomain, false, 0, path);
         lines.push(serialize('', attributes));
       }
     }

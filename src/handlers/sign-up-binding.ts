@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.ts';
+import { cookieAttributes } from './cookie-attributes.ts';
 
 // The sign-up binding of web clients travels as an HttpOnly cookie (see unproven-password.ts for
 // what it proves). Its path is `/`: the verify operation (/api/auth/email/verify) and the service's
@@ -17,14 +18,7 @@ export function signUpBindingCookie(config: Readonly<Config>): string {
 /** The cookie's attributes: those of the refresh cookie but host-only, for its path and lifetime. */
 function attributes(config: Readonly<Config>, maxAge: number) {
   const { secure, sameSite } = config.cookie;
-  return {
-    httpOnly: true,
-    secure,
-    sameSite,
-    path: '/',
-    maxAge,
-    ...(sameSite === 'none' ? { partitioned: true } : {}),
-  };
+  return cookieAttributes(secure, sameSite, undefined, sameSite === 'none', maxAge, '/');
 }
 
 /** Sets the binding cookie of a web client's sign-up, for as long as its verification link lives. */
