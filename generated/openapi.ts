@@ -958,8 +958,9 @@ export interface paths {
          *     is charged its tokens, refused ones included: one that does not fit
          *     in what is left of the minute is `429` (and uses up the minute), one
          *     with more tokens than the whole per-minute allowance is
-         *     `400 INVALID_INPUT`. Each user has at most 2 requests being counted
-         *     at once per instance; a third is refused at once with
+         *     `400 INVALID_INPUT`. Each user has at most 16 requests being counted
+         *     (or waiting to be) at once per instance, a quarter of the shared
+         *     counting queue; one more is refused at once with
          *     `429 RATE_LIMITED` and `Retry-After: 1`.
          *
          *     - `model`: `local/lexical-v1` is computed inside the service (512
@@ -1162,9 +1163,13 @@ export interface paths {
          *       `REALTIME_ADAPTER=redis`, PostgreSQL's notifications with
          *       `postgres`) cannot deliver, or too many publishes are waiting on
          *       this instance, the answer is `503 SERVICE_UNAVAILABLE` with
-         *       `Retry-After`, as while the database is away: the message is
-         *       neither delivered nor kept in history. A `201` means the message
-         *       is on its way to every subscriber.
+         *       `Retry-After`, as while the database is away: the message is not
+         *       kept in history. A `201` means the message is on its way to every
+         *       subscriber. A refused message may still reach some subscribers
+         *       (Redis or PostgreSQL took it, but its confirmation came too late),
+         *       so a client that publishes again after a `503` may cause a
+         *       duplicate: subscribers tell them apart by content, as the two
+         *       publishes get different ids.
          */
         post: operations["publishRealtimeMessage"];
         delete?: never;
@@ -2432,7 +2437,7 @@ export interface components {
          *     readable by page scripts. A browser may send several `refresh_token`
          *     cookies (one planted by another host of the site on a longer path,
          *     such as `/api/auth/refresh`, comes first): refresh and logout look at
-         *     each one sent (at most 4), in order, and use the first whose session
+         *     each one sent (at most 8), in order, and use the first whose session
          *     matches the client type and the `X-CSRF-Token` header, so a planted
          *     cookie cannot block the session. Every answer that sets or clears the
          *     cookie also expires its variants on `/api/auth/`,
@@ -3729,7 +3734,7 @@ export interface operations {
                  *     readable by page scripts. A browser may send several `refresh_token`
                  *     cookies (one planted by another host of the site on a longer path,
                  *     such as `/api/auth/refresh`, comes first): refresh and logout look at
-                 *     each one sent (at most 4), in order, and use the first whose session
+                 *     each one sent (at most 8), in order, and use the first whose session
                  *     matches the client type and the `X-CSRF-Token` header, so a planted
                  *     cookie cannot block the session. Every answer that sets or clears the
                  *     cookie also expires its variants on `/api/auth/`,
@@ -3827,7 +3832,7 @@ export interface operations {
                  *     readable by page scripts. A browser may send several `refresh_token`
                  *     cookies (one planted by another host of the site on a longer path,
                  *     such as `/api/auth/refresh`, comes first): refresh and logout look at
-                 *     each one sent (at most 4), in order, and use the first whose session
+                 *     each one sent (at most 8), in order, and use the first whose session
                  *     matches the client type and the `X-CSRF-Token` header, so a planted
                  *     cookie cannot block the session. Every answer that sets or clears the
                  *     cookie also expires its variants on `/api/auth/`,

@@ -51,6 +51,13 @@ t.test('cookie tossing: a refresh_token cookie planted on a longer path does not
   }
   t.equal((await current(attacker)).statusCode, 200, "the planted session's owner was not logged out");
 
+  t.test('six planted cookies (two longer paths and the same path, partitioned or not) come first', async (t) => {
+    const s = await session('tossed-six', 'web');
+    const planted = Array.from({ length: 6 }, (_, i) => `planted-by-a-sibling-host-${i}`);
+    const refreshed = await call('refresh', s, [...planted, s.refreshToken]);
+    t.equal(refreshed.statusCode, 200, `the seventh cookie, the real one, is tried (${refreshed.body.slice(0, 100)})`);
+  });
+
   t.test('sign-in and logout answers expire the variants on the longer paths', async (t) => {
     const email = await account('expiry');
     const signedIn = await signIn(email, 'web');

@@ -12,9 +12,11 @@ const refreshReused = () =>
 
 /**
  * At most this many refresh-token cookies of one request are looked at (a browser sends one per
- * path and domain it holds: the real one and any planted beside it).
+ * path, domain and partition it holds: the real one and any planted beside it). A sibling host can
+ * plant six that come before the real one: on /api/auth/refresh, /api/auth/ and /api/auth itself
+ * (older than the real one), each partitioned or not.
  */
-export const MAX_PRESENTED_REFRESH_TOKENS = 4;
+export const MAX_PRESENTED_REFRESH_TOKENS = 8;
 /** How many rotations a token presented within the reuse interval may be behind the current one. */
 const MAX_SUCCESSOR_STEPS = 8;
 

@@ -163,28 +163,38 @@ export function createEmbeddingsService(deps: {
     const info = checkModel(model, dimensions);
     const single = typeof request.input === 'string';
     const inputs = typeof request.input === 'string' ? [request.input] : request.input;
-    let counts: number[];
-    try {
-      // Before any counting work, the request holds what is left of the user's minute up to its
-      // UTF-8 bytes (cl100k_base never has more tokens than bytes; counting stops past the
-      // per-request limit): a user with nothing left, or whose earlier requests hold it all, is
-      // refused here.
-      const bytes = inputs.reduce((sum, text) => sum + Buffer.byteLength(text, 'utf8'), 0);
-      const reserved = await tokenLimit.reserve(userId, Math.min(bytes, MAX_TOKENS_PER_REQUEST + 1));
+    /** The token limit's refusals (429) are counted in the metrics; other errors pass as they are. */
+    const counted429 = async <T>(step: Promise<T>): Promise<T> => {
       try {
-        counts = await tokenCounter.count(userId, inputs, single);
+        return await step;
       } catch (err) {
-        // Refused inputs (400) keep their reservation: the counting work is charged to the user.
-        if (!(err instanceof ApiError && err.statusCode === 400)) await tokenLimit.release(userId, reserved);
+        if (err instanceof ApiError && err.statusCode === 429) events?.tokensLimited();
         throw err;
       }
-      // Charged even when refused (429, 400), so that a flood uses up its sender's own minute.
-      const tokens = counts.reduce((a, b) => a + b, 0);
-      await tokenLimit.settle(userId, reserved, tokens);
+    };
+    // Before any counting work, the request holds what is left of the user's minute up to its
+    // UTF-8 bytes (cl100k_base never has more tokens than bytes; counting stops past the
+    // per-request limit): a user with nothing left, or whose earlier requests hold it all, is
+    // refused here.
+    const bytes = inputs.reduce((sum, text) => sum + Buffer.byteLength(text, 'utf8'), 0);
+    const reserved = await counted429(tokenLimit.reserve(userId, Math.min(bytes, MAX_TOKENS_PER_REQUEST + 1)));
+    let counts: number[];
+    try {
+      counts = await tokenCounter.count(userId, inputs, single);
     } catch (err) {
-      if (err instanceof ApiError && err.statusCode === 429) events?.tokensLimited();
+      // Refused inputs (400) keep their reservation, charged to the user as if counted (counting
+      // stops at the first input over a limit).
+      if (!(err instanceof ApiError && err.statusCode === 400)) await tokenLimit.release(userId, reserved);
       throw err;
     }
+    // Charged even when refused (429, 400), so that a flood uses up its sender's own minute.
+    await counted429(
+      tokenLimit.settle(
+        userId,
+        reserved,
+        counts.reduce((a, b) => a + b, 0),
+      ),
+    );
     const counted = counts.reduce((a, b) => a + b, 0);
 
     let vectors: Vector[];

@@ -38,9 +38,9 @@ export interface Delivery {
  * - `notify` (Postgres adapter): the notification is part of the publishing transaction. PostgreSQL
  *   delivers notifications only for committed transactions and in commit order, to every instance
  *   that LISTENs. A publish is refused while this instance's LISTEN connection is down, and after
- *   the commit it is acknowledged only once this instance's LISTEN connection has handed it back (a
- *   connection lost before the service heard of it delivers nothing); otherwise it is deleted again
- *   and refused.
+ *   the commit it is acknowledged only once this instance's LISTEN connection has handed it back;
+ *   otherwise it is deleted again and refused (other instances may have heard it already: a refused
+ *   message can still reach some subscribers, never an acknowledged one miss them).
  * - `publish-under-lock` (Redis adapter): the message is published to Redis inside the publishing
  *   transaction, under the channel's lock, and Redis's reply is awaited: the transaction commits
  *   only if Redis took it (and at least one instance's subscription received it), else it rolls
@@ -125,7 +125,8 @@ export function attachFanout(io: Server, config: Readonly<Config>, log: FastifyB
       const { Redis } = ioredis();
       const retryStrategy = (times: number) => Math.min(times * 50, REDIS_RECONNECT_MAX_MS);
       // Commands to the publishing connection fail at once while it is down, and one that was on its
-      // way when the connection dropped is not sent again: a refused message is never delivered later.
+      // way when the connection dropped is not sent again. (One that Redis took after the deadline
+      // is delivered though refused: a refused message may reach some subscribers.)
       const pub = new Redis(config.redisUrl, {
         maxRetriesPerRequest: 2,
         enableOfflineQueue: false,

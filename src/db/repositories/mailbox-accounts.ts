@@ -62,7 +62,14 @@ export async function insertPasswordlessUser(db: Executor, email: string, name: 
 export async function proveMailboxWithoutPassword(db: Executor, userId: string, name: string | null): Promise<void> {
   await db
     .updateTable('users')
-    .set({ email_verified: true, password_hash: null, profile: sql`${provenProfile(name)}::jsonb` })
+    .set({
+      email_verified: true,
+      password_hash: null,
+      password_unproven_since: null,
+      // Whoever used the removed password keeps no known device.
+      device_epoch: sql`device_epoch + 1`,
+      profile: sql`${provenProfile(name)}::jsonb`,
+    })
     .where('id', '=', userId)
     .execute();
 }

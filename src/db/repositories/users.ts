@@ -96,6 +96,8 @@ export async function markEmailVerified(
             email_verified: true,
             password_hash: passwordHash,
             password_unproven_since: passwordHash === null ? null : unprovenSince,
+            // The password is replaced or removed: device signals issued before stop counting.
+            device_epoch: sql`device_epoch + 1`,
           },
     )
     .where('id', '=', userId)
