@@ -39,10 +39,20 @@ export function clientInfo(request: FastifyRequest, clientType: ClientType | und
   };
 }
 
-/** The device signals a request carries, unchecked: the device cookie (web) and the X-Device-Token header. */
+/** Device cookies looked at per request: the owner's own and those a sibling host could plant before it. */
+const MAX_PRESENTED_DEVICE_COOKIES = 8;
+
+/**
+ * The device signals a request carries, unchecked: every device cookie sent (web; one planted on a
+ * longer path comes before the service's own, so all are offered, the first valid one wins) and
+ * the X-Device-Token header.
+ */
 export function presentedDeviceSignals(request: FastifyRequest): (string | undefined)[] {
   const header = request.headers[DEVICE_HEADER];
-  return [request.cookies[DEVICE_COOKIE], typeof header === 'string' ? header : undefined];
+  return [
+    ...cookieValues(request, DEVICE_COOKIE).slice(0, MAX_PRESENTED_DEVICE_COOKIES),
+    typeof header === 'string' ? header : undefined,
+  ];
 }
 
 /**
