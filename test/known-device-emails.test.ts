@@ -120,3 +120,21 @@ t.test(
     }
   },
 );
+
+t.test("new devices share the address's 10 known-device emails a day", async (t) => {
+  const { s, account, send } = await setUpKnownDevices(t, 'device-cap');
+  const owner = await account('many-devices');
+  const { device_epoch: epoch } = await s.database.handle.db
+    .selectFrom('users')
+    .select('device_epoch')
+    .where('id', '=', owner.userId)
+    .executeTakeFirstOrThrow();
+  const keys = deriveKeys(JWT_SECRET);
+  // Each sign-in of the account mints a device: twelve of them, each asking once, 61 s apart.
+  for (let i = 1; i <= 12; i++) {
+    s.clock.advance(61);
+    const token = signDevice(keys.device, newDeviceId(), `${owner.userId}.${epoch}`, s.clock.now());
+    t.equal((await send('send-otp', owner.email, OWNER_IP, { 'x-device-token': token })).statusCode, 202);
+  }
+  t.equal(await settled(s, owner.email), 10, 'ten emails: the eleventh and twelfth devices found the cap reached');
+});

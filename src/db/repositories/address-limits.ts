@@ -74,19 +74,25 @@ export async function claimEmailSend(
   const dayAgo = new Date(now.getTime() - DAY_MS);
   const { requester, device } = claimant;
   if (device !== undefined) {
+    // The address's devices together: a device seen for the first time (each sign-in may bring one)
+    // is inserted only under the cap too, and claims for one address run one after another so that
+    // two new devices cannot both take its last place.
+    const devicesUnderCap = sql`(
+      select coalesce(sum(o.sent_in_window), 0) from email_send_devices o
+      where o.email = ${email} and o.window_started_at > ${dayAgo}
+    ) < ${limits.knownDevicesPerDay}`;
+    await sql`select pg_advisory_xact_lock(hashtextextended(${`email_send_devices:${email}`}, 0))`.execute(db);
     const claimed = await sql<{ email: string }>`
       insert into email_send_devices as d (email, device_id, window_started_at, sent_in_window, last_sent_at)
-      values (${email}, ${device}, ${now}, 1, ${now})
+      select ${email}, ${device}, ${now}::timestamptz, 1, ${now}::timestamptz
+      where ${devicesUnderCap}
       on conflict (email, device_id) do update set
         last_sent_at = excluded.last_sent_at,
         window_started_at = case when d.window_started_at <= ${dayAgo} then excluded.window_started_at else d.window_started_at end,
         sent_in_window = case when d.window_started_at <= ${dayAgo} then 1 else d.sent_in_window + 1 end
       where d.last_sent_at <= ${cutoff}
         and (d.window_started_at <= ${dayAgo} or d.sent_in_window < ${limits.perKnownDevicePerDay})
-        and (
-          select coalesce(sum(o.sent_in_window), 0) from email_send_devices o
-          where o.email = ${email} and o.window_started_at > ${dayAgo}
-        ) < ${limits.knownDevicesPerDay}
+        and ${devicesUnderCap}
       returning email
     `.execute(db);
     return claimed.rows.length === 1 ? { pool: 'device', device } : undefined;
