@@ -369,30 +369,36 @@ t.test("the other person's known devices are known no more once the password is 
   t.equal(smtp.to(email).length, before, 'no email: the device is not known to the account any more');
 });
 
-t.test('without required verification: a code sign-in on the unverified account forgets the sign-up device', async (t) => {
-  const open = await buildAuthTestApp(t, { label: 'unverified-devices', env: { REQUIRE_EMAIL_VERIFICATION: 'false' } });
-  const email = newEmail('unverified-devices');
-  const send = (url: string, payload: Record<string, unknown>, headers: Record<string, string> = {}) =>
-    open.app.inject({ method: 'POST', url, payload, headers, remoteAddress: ATTACKER_IP });
-  // The other person signs up (a session at once, and a device token) with the owner's address.
-  const signedUp = expectStatus(
-    await send('/api/auth/users?client_type=mobile', { email, password: ATTACKER_PASSWORD }),
-    201,
-    'sign-up opens a session',
-  );
-  const deviceToken = String((signedUp.json() as { deviceToken?: string }).deviceToken);
-  t.match(deviceToken, /\S{20,}/, 'a device token for the session');
-  // The owner signs in with a code: the password goes, and so does every device it signed in.
-  expectStatus(await send('/api/auth/email/send-otp', { email }), 202, 'sign-in code');
-  const code = (await open.smtp.waitFor(email, 1))[0]?.code;
-  expectStatus(await send('/api/auth/sessions?client_type=mobile', { email, otp: code, method: 'otp' }), 200, 'code');
-  const before = open.smtp.to(email).length;
-  // Inside the address's 60 s gap, only a known device of the account gets an email at once.
-  expectStatus(
-    await send('/api/auth/email/send-otp', { email }, { 'x-device-token': deviceToken }),
-    202,
-    'send-otp with the old device token',
-  );
-  await pause(QUIET_MS);
-  t.equal(open.smtp.to(email).length, before, 'no email: the device is not known to the account any more');
-});
+t.test(
+  'without required verification: a code sign-in on the unverified account forgets the sign-up device',
+  async (t) => {
+    const open = await buildAuthTestApp(t, {
+      label: 'unverified-devices',
+      env: { REQUIRE_EMAIL_VERIFICATION: 'false' },
+    });
+    const email = newEmail('unverified-devices');
+    const send = (url: string, payload: Record<string, unknown>, headers: Record<string, string> = {}) =>
+      open.app.inject({ method: 'POST', url, payload, headers, remoteAddress: ATTACKER_IP });
+    // The other person signs up (a session at once, and a device token) with the owner's address.
+    const signedUp = expectStatus(
+      await send('/api/auth/users?client_type=mobile', { email, password: ATTACKER_PASSWORD }),
+      201,
+      'sign-up opens a session',
+    );
+    const deviceToken = String((signedUp.json() as { deviceToken?: string }).deviceToken);
+    t.match(deviceToken, /\S{20,}/, 'a device token for the session');
+    // The owner signs in with a code: the password goes, and so does every device it signed in.
+    expectStatus(await send('/api/auth/email/send-otp', { email }), 202, 'sign-in code');
+    const code = (await open.smtp.waitFor(email, 1))[0]?.code;
+    expectStatus(await send('/api/auth/sessions?client_type=mobile', { email, otp: code, method: 'otp' }), 200, 'code');
+    const before = open.smtp.to(email).length;
+    // Inside the address's 60 s gap, only a known device of the account gets an email at once.
+    expectStatus(
+      await send('/api/auth/email/send-otp', { email }, { 'x-device-token': deviceToken }),
+      202,
+      'send-otp with the old device token',
+    );
+    await pause(QUIET_MS);
+    t.equal(open.smtp.to(email).length, before, 'no email: the device is not known to the account any more');
+  },
+);

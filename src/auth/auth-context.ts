@@ -3,7 +3,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
-import type { ClientType, Database } from '../db/schema.ts';
+import * as addressLimits from '../db/repositories/address-limits.ts';
+import type { ClientType, Database, Executor } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import type { Mailer } from '../mail/mailer.ts';
 import type { AccessTokenClaims } from './access-token.ts';
@@ -85,6 +86,21 @@ export function knownDeviceFor(
 /** Whether the client sent a device signal worth checking against an account (well-formed, unexpired). */
 export function offersDevice(client: Pick<ClientInfo, 'devices'>, now: Date): boolean {
   return deviceSignals(client.devices ?? [], now).length > 0;
+}
+
+/**
+ * The known device of the account at `email` among the client's signals, for the email flows that
+ * have an address rather than an account (the account is read only when a signal was offered).
+ */
+export async function knownDeviceOfAddress(
+  db: Executor,
+  keys: DerivedKeys,
+  client: Pick<ClientInfo, 'devices'>,
+  email: string,
+  now: Date,
+): Promise<string | undefined> {
+  if (!offersDevice(client, now)) return undefined;
+  return knownDeviceFor(keys, client, await addressLimits.accountIdOf(db, email), now);
 }
 
 /**

@@ -11,8 +11,7 @@ import {
   EMAIL_LIMITS,
   inSeconds,
   invalidOtp,
-  knownDeviceFor,
-  offersDevice,
+  knownDeviceOfAddress,
   requesterOf,
 } from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
@@ -62,8 +61,7 @@ export function createPasswordReset(
     let claim: addressLimits.EmailClaim | undefined;
     const sent = await db.transaction().execute(async (trx) => {
       // A device that signed in to the address's account has a budget of its own (known-device.ts).
-      const account = offersDevice(client, now) ? await addressLimits.accountIdOf(trx, email) : undefined;
-      const device = knownDeviceFor(deps.keys, client, account, now);
+      const device = await knownDeviceOfAddress(trx, deps.keys, client, email, now);
       claim = await addressLimits.claimEmailSend(trx, email, { requester, device, kind: 'reset' }, now, EMAIL_LIMITS);
       if (claim === undefined) return 'limited' as const;
       return emailCodes.issueResetCode(

@@ -13,8 +13,7 @@ import {
   EMAIL_LIMITS,
   inSeconds,
   invalidOtp,
-  knownDeviceFor,
-  offersDevice,
+  knownDeviceOfAddress,
   requesterOf,
 } from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
@@ -52,8 +51,7 @@ export function createPasswordlessSignIn(
     let claim: addressLimits.EmailClaim | undefined;
     const sent = await db.transaction().execute(async (trx) => {
       // A device that signed in to the address's account has a budget of its own (known-device.ts).
-      const account = offersDevice(client, now) ? await addressLimits.accountIdOf(trx, email) : undefined;
-      const device = knownDeviceFor(deps.keys, client, account, now);
+      const device = await knownDeviceOfAddress(trx, deps.keys, client, email, now);
       claim = await addressLimits.claimEmailSend(trx, email, { requester, device, kind: 'sign_in' }, now, EMAIL_LIMITS);
       if (claim === undefined) return 'limited' as const;
       return emailCodes.issueSignInCode(trx, email, stored, config.allowSignUp, now);
@@ -117,8 +115,7 @@ export function createPasswordlessSignIn(
   ): Promise<IssuedSession> {
     const email = input.email.toLowerCase();
     // A known device of the account has a back-off of its own (known-device.ts).
-    const account = offersDevice(client, clock.now()) ? await addressLimits.accountIdOf(db, email) : undefined;
-    const device = knownDeviceFor(deps.keys, client, account, clock.now());
+    const device = await knownDeviceOfAddress(db, deps.keys, client, email, clock.now());
     const wait = await signInThrottle.beginAttempt(email, device);
     if (wait !== undefined) {
       deps.events?.signInThrottled();
