@@ -149,3 +149,9 @@ export function findPrototypeKey(value: unknown, root: string): string | undefin
   }
   return undefined;
 }
+
+/** The refusal message for a payload with a prototype key (findPrototypeKey), or undefined when it has none. */
+export function prototypeKeyProblem(value: unknown, root: string): string | undefined {
+  const path = findPrototypeKey(value, root);
+  return path === undefined ? undefined : `${path}: keys named __proto__, constructor or prototype are not allowed`;
+}

@@ -17,10 +17,11 @@ export function createEmailCodeChecks(deps: AuthDeps) {
 
   /**
    * A code submission for a (lower-cased) address. The code's attempt is taken and the address's
-   * daily attempt counted (one writing statement, account or not; a guess at a live code only)
-   * before comparing, and an attempt without an unused code writes one row instead of the code's
-   * count (the same statements and writes whether the address has an unused code or not), so that concurrent guesses cannot share attempts; wrong, expired, used, voided
-   * and missing codes all throw the same INVALID_OTP. Returns the code's row, not yet consumed.
+   * daily attempt counted before comparing (one writing statement, account or not), so that
+   * concurrent guesses cannot share attempts; an attempt without an unused code writes one row
+   * instead of the code's count, so the statements and writes are the same whether the address has
+   * an unused code or not. Wrong, expired, used, voided and missing codes all throw the same
+   * INVALID_OTP. Returns the code's row, not yet consumed.
    */
   async function check(purpose: EmailCodePurpose, email: string, code: string): Promise<emailCodes.EmailCodeRow> {
     const now = clock.now();

@@ -7,7 +7,7 @@ import {
   updateChannel,
 } from '../db/repositories/realtime-channels.ts';
 import { ApiError } from '../errors.ts';
-import { findPrototypeKey } from '../json-values.ts';
+import { prototypeKeyProblem } from '../json-values.ts';
 import { readHistory } from '../realtime/history.ts';
 import type { HandlersFor, OperationRequest } from './types.ts';
 
@@ -80,14 +80,8 @@ export function realtimeHandlers(ctx: AppContext): HandlersFor<RealtimeOperation
 
     async publishRealtimeMessage(request, reply) {
       const { channel, event, payload, senderId } = request.body;
-      const prototypeKey = findPrototypeKey(payload, 'body.payload');
-      if (prototypeKey !== undefined) {
-        throw new ApiError(
-          400,
-          'INVALID_INPUT',
-          `${prototypeKey}: keys named __proto__, constructor or prototype are not allowed`,
-        );
-      }
+      const prototypeKey = prototypeKeyProblem(payload, 'body.payload');
+      if (prototypeKey !== undefined) throw new ApiError(400, 'INVALID_INPUT', prototypeKey);
       const outcome = await ctx.realtime.publish({
         userId: request.user.sub,
         channel,

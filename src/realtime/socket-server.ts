@@ -9,7 +9,7 @@ import type { Config } from '../config.ts';
 import { socketOriginAllowed } from '../cors.ts';
 import { isDatabaseUnavailable } from '../db/errors.ts';
 import type { Database } from '../db/schema.ts';
-import { describeJsonProblem, findJsonProblem, findPrototypeKey } from '../json-values.ts';
+import { describeJsonProblem, findJsonProblem, prototypeKeyProblem } from '../json-values.ts';
 import { maySubscribe } from './channel-access.ts';
 import { attachFanout, channelOfRoom, type Fanout, roomOf } from './fanout.ts';
 import { admitSockets, type Caller, emitRealtimeError, type RealtimeSocket } from './handshake.ts';
@@ -201,11 +201,9 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
           const checked = checkClientPayload(event, payload);
           if (!checked.ok) return void refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
           const request = checked.value;
-          const prototypeKey = findPrototypeKey(request.payload, 'payload');
-          if (prototypeKey !== undefined) {
-            const message = `${prototypeKey}: keys named __proto__, constructor or prototype are not allowed`;
-            return void refuse(ack, 'INVALID_PAYLOAD', message, request.channel, true);
-          }
+          const prototypeKey = prototypeKeyProblem(request.payload, 'payload');
+          if (prototypeKey !== undefined)
+            return void refuse(ack, 'INVALID_PAYLOAD', prototypeKey, request.channel, true);
           if (Buffer.byteLength(JSON.stringify(request.payload)) > config.realtime.maxPayloadBytes) {
             const message = `The payload is larger than ${config.realtime.maxPayloadBytes} bytes`;
             return void refuse(ack, 'PAYLOAD_TOO_LARGE', message, request.channel, true);
