@@ -320,7 +320,12 @@ try {
   const failing = cases.filter((c) => c.errors + c.non2xx > 0);
   if (failing.length > 0) {
     // A case that answers errors measures the wrong thing: the run fails (CI runs the quick mode).
-    console.error(`unexpected errors or statuses in: ${failing.map((c) => c.title).join('; ')}`);
+    const what = (c: (typeof failing)[number]) =>
+      `${c.title} (${[
+        ...(c.errors > 0 ? [`${c.errors} errors or timeouts`] : []),
+        ...Object.entries(c.unexpectedStatuses ?? {}).map(([status, n]) => `${n} × ${status}`),
+      ].join(', ')})`;
+    console.error(`unexpected errors or statuses in: ${failing.map(what).join('; ')}`);
     process.exitCode = 1;
   }
 } finally {

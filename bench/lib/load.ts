@@ -22,6 +22,8 @@ export interface LoadResult {
   errors: number;
   non2xx: number;
   total: number;
+  /** How many answers had each status other than the expected ones (`{ "503": 2 }`). */
+  unexpectedStatuses: Record<string, number>;
 }
 
 /** Runs autocannon against one URL on loopback, with its progress bar, and returns the figures. */
@@ -51,8 +53,14 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
       ? result.non2xx
       : result.requests.total -
         ((result.statusCodeStats as Record<string, { count: number }>)[String(o.expectStatus)]?.count ?? 0);
+  const unexpectedStatuses = Object.fromEntries(
+    Object.entries(result.statusCodeStats as Record<string, { count: number }>)
+      .filter(([status]) => (o.expectStatus === undefined ? !/^2/.test(status) : status !== String(o.expectStatus)))
+      .map(([status, { count }]) => [status, count]),
+  );
   return {
     title: o.title,
+    unexpectedStatuses,
     requestsPerSecond: Math.round(result.requests.average),
     p50Ms: result.latency.p50,
     p99Ms: result.latency.p99,
