@@ -34,13 +34,14 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { Client } from 'undici';
 import { buildService, projectRoot, type RunningService } from '../scripts/lib/service-process.ts';
 import { parseBenchOptions } from './lib/options.ts';
+import { newScratchDatabase, type ScratchDatabase } from './lib/scratch-database.ts';
 import { startBuiltService, stopAll } from './lib/setup.ts';
 
 const usage =
@@ -132,30 +133,6 @@ function measuredCode(): string {
   }
 }
 
-/** A new, empty database for the service; `drop` removes it. Loopback only. */
-async function newDatabase(): Promise<{ env: Record<string, string>; drop: () => Promise<void>; label: string }> {
-  if (kind === 'pglite') {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'enumeration-timing-'));
-    return { env: { DATA_DIR: dir }, drop: async () => rmSync(dir, { recursive: true, force: true }), label: dir };
-  }
-  const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-  const host = new URL(serverUrl).hostname;
-  if (!['127.0.0.1', 'localhost', '[::1]'].includes(host)) throw new Error(`refusing ${host}: loopback only`);
-  const name = `enumeration_timing_${tag}`;
-  const admin = async (statement: string) => {
-    const client = new pg.Client({ connectionString: serverUrl });
-    await client.connect();
-    try {
-      await client.query(statement);
-    } finally {
-      await client.end();
-    }
-  };
-  await admin(`create database ${name}`);
-  const url = Object.assign(new URL(serverUrl), { pathname: `/${name}` }).toString();
-  return { env: { DATABASE_URL: url }, drop: () => admin(`drop database if exists ${name} with (force)`), label: name };
-}
-
 const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);
@@ -170,13 +147,13 @@ const quantile = (xs: number[], q: number): number => {
 };
 
 const started: RunningService[] = [];
-let database: Awaited<ReturnType<typeof newDatabase>> | undefined;
+let database: ScratchDatabase | undefined;
 let http: Client | undefined;
 try {
   progress('building the service (tsc, incremental)');
   buildService();
   const code = measuredCode();
-  database = await newDatabase();
+  database = await newScratchDatabase(kind, 'enumeration_timing');
   progress(`starting the service on a new ${kind} database (${database.label})`);
   const limits = {
     RATE_LIMIT_VERIFY: '1000000',

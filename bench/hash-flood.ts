@@ -24,13 +24,13 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
 import { Client, Pool } from 'undici';
 import { freePort, projectRoot, SERVICE_NODE_FLAGS, waitFor200 } from '../scripts/lib/service-process.ts';
+import { newScratchDatabase, type ScratchDatabase } from './lib/scratch-database.ts';
 
 const usage =
   'usage: npm run bench:hash-flood -- [--database postgres|pglite] [--root DIR] [--samples N] [--warmup N] [--rate N] [--in-flight N] [--networks N] [--out FILE]';
@@ -69,28 +69,6 @@ const VICTIM_IP = '2001:db8:ffff::1';
 const floodAddress = (i: number) => `2001:db8:77:${(i % networks).toString(16).padStart(2, '0')}00::${(i % 65535) + 1}`;
 const tag = randomBytes(4).toString('hex');
 
-async function newDatabase(): Promise<{ env: Record<string, string>; drop: () => Promise<void> }> {
-  if (kind === 'pglite') {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'hash-flood-'));
-    return { env: { DATA_DIR: dir }, drop: async () => rmSync(dir, { recursive: true, force: true }) };
-  }
-  const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-  if (!['127.0.0.1', 'localhost', '[::1]'].includes(new URL(serverUrl).hostname)) throw new Error('loopback only');
-  const name = `hash_flood_${tag}`;
-  const admin = async (statement: string) => {
-    const client = new pg.Client({ connectionString: serverUrl });
-    await client.connect();
-    try {
-      await client.query(statement);
-    } finally {
-      await client.end();
-    }
-  };
-  await admin(`create database ${name}`);
-  const url = Object.assign(new URL(serverUrl), { pathname: `/${name}` }).toString();
-  return { env: { DATABASE_URL: url }, drop: () => admin(`drop database if exists ${name} with (force)`) };
-}
-
 const quantile = (xs: readonly number[], q: number): number => {
   const s = [...xs].sort((a, b) => a - b);
   const at = (s.length - 1) * q;
@@ -101,12 +79,12 @@ const quantile = (xs: readonly number[], q: number): number => {
 const ms = (x: number) => `${x.toFixed(1)} ms`;
 
 let child: ChildProcess | undefined;
-let database: Awaited<ReturnType<typeof newDatabase>> | undefined;
+let database: ScratchDatabase | undefined;
 let http: Pool | undefined;
 let victimHttp: Client | undefined;
 let output = '';
 try {
-  database = await newDatabase();
+  database = await newScratchDatabase(kind, 'hash_flood');
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   progress(`starting ${root}/src/server.ts on a new ${kind} database`);

@@ -2,11 +2,11 @@
 // through Redis, and still enforced in each instance's memory, with a warning, while Redis is down.
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { freePort } from '../scripts/lib/service-process.ts';
 import { buildAppCapturingLogs, buildTestApp } from './helpers/app.ts';
 import { newRedisKeyPrefix } from './helpers/auth.ts';
-import { assertErrorBody } from './helpers/error-body.ts';
+import { assertTokensLimited } from './helpers/error-body.ts';
 import { deleteRedisKeys, redisAvailable, TEST_REDIS_URL } from './helpers/redis.ts';
 import { accessTokenFor } from './helpers/tokens.ts';
 
@@ -24,15 +24,6 @@ const embedAs = (app: FastifyInstance, token: string, input: string | string[]) 
   });
 
 /** Asserts a tokens-per-minute refusal: 429 RATE_LIMITED, Retry-After within the minute. */
-function assertTokensLimited(t: Test, res: Awaited<ReturnType<typeof embedAs>>, what: string) {
-  t.test(what, async (t) => {
-    const body = assertErrorBody(t, res, 429, 'RATE_LIMITED');
-    t.match(body.message, /tokens/, 'the message says the tokens are used up');
-    const seconds = Number(res.headers['retry-after']);
-    t.ok(Number.isInteger(seconds) && seconds >= 1 && seconds <= 60, `Retry-After ${seconds} within the minute`);
-  });
-}
-
 t.test('across instances through Redis (REDIS_URL): one count per user', async (t) => {
   if (!(await redisAvailable())) {
     t.plan(0, `skipped: no Redis at ${TEST_REDIS_URL}`);

@@ -5,11 +5,11 @@
 import { randomBytes } from 'node:crypto';
 import module from 'node:module';
 import type { FastifyInstance } from 'fastify';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { createTokenCounter, TOKEN_COUNTING_PER_USER } from '../src/embeddings/token-counter.ts';
 import { buildTestApp } from './helpers/app.ts';
 import { TestClock } from './helpers/clock.ts';
-import { assertErrorBody } from './helpers/error-body.ts';
+import { assertErrorBody, assertTokensLimited } from './helpers/error-body.ts';
 import { accessTokenFor } from './helpers/tokens.ts';
 
 // Every module this thread (the event loop's) resolves from here on: the tokenizer must not be one.
@@ -47,15 +47,6 @@ async function metric(app: FastifyInstance, name: string, labels = ''): Promise<
 }
 
 /** Asserts a tokens-per-minute refusal: 429 RATE_LIMITED, Retry-After within the minute. */
-function assertTokensLimited(t: Test, res: Awaited<ReturnType<typeof embedAs>>, what: string) {
-  t.test(what, async (t) => {
-    const body = assertErrorBody(t, res, 429, 'RATE_LIMITED');
-    t.match(body.message, /tokens/, 'the message says the tokens are used up');
-    const seconds = Number(res.headers['retry-after']);
-    t.ok(Number.isInteger(seconds) && seconds >= 1 && seconds <= 60, `Retry-After ${seconds} within the minute`);
-  });
-}
-
 t.test('tokens are counted in worker threads: the event loop never loads the tokenizer', async (t) => {
   const { app } = await buildTestApp(t, { env: { METRICS_TOKEN } });
   const token = accessTokenFor(app);

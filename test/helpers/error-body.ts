@@ -18,3 +18,17 @@ export function assertErrorBody(
   if (code !== undefined) t.equal(body.error, code, `code ${code}`);
   return body;
 }
+
+/** Asserts an embeddings request refused for its user's tokens per minute: 429 RATE_LIMITED, Retry-After within the minute. */
+export function assertTokensLimited(
+  t: Test,
+  res: { statusCode: number; body: string; headers: Record<string, unknown> },
+  what: string,
+) {
+  t.test(what, async (t) => {
+    const body = assertErrorBody(t, res, 429, 'RATE_LIMITED');
+    t.match(body.message, /tokens/, 'the message says the tokens are used up');
+    const seconds = Number(res.headers['retry-after']);
+    t.ok(Number.isInteger(seconds) && seconds >= 1 && seconds <= 60, `Retry-After ${seconds} within the minute`);
+  });
+}
