@@ -30,10 +30,12 @@ t.test("a known device is exempt from the address's back-off that strangers' fai
   const web = await signIn(email, PASSWORD, { ip: OWNER_IP, headers: withCookie(owner.cookie) });
   t.equal(web.statusCode, 200, "the owner's web device (cookie) signs in at once");
   t.equal(deviceCookie(web).split('.')[1], owner.cookie.split('.')[1], 'a known device keeps its device id');
-  // Cookies planted by a sibling host on longer paths are sent before the owner's own.
+  // Cookies planted by a sibling host on longer paths and parent domains are sent before the
+  // owner's own: a dozen of them, junk and another account's.
+  const junk = Array.from({ length: 11 }, (_, i) => `device_id=planted-${i}`).join('; ');
   const planted = await signIn(email, PASSWORD, {
     ip: OWNER_IP,
-    headers: { cookie: `device_id=planted; device_id=${other.cookie}; device_id=${owner.cookie}` },
+    headers: { cookie: `${junk}; device_id=${other.cookie}; device_id=${owner.cookie}` },
   });
   t.equal(planted.statusCode, 200, "planted device cookies sent first do not hide the owner's own");
   const mobile = await signIn(email, PASSWORD, {

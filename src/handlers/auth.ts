@@ -39,20 +39,15 @@ export function clientInfo(request: FastifyRequest, clientType: ClientType | und
   };
 }
 
-/** Device cookies looked at per request: the owner's own and those a sibling host could plant before it. */
-const MAX_PRESENTED_DEVICE_COOKIES = 8;
-
 /**
- * The device signals a request carries, unchecked: every device cookie sent (web; one planted on a
- * longer path comes before the service's own, so all are offered, the first valid one wins) and
- * the X-Device-Token header.
+ * The device signals a request carries, unchecked: every device cookie sent (web; cookies planted on
+ * longer paths and parent domains come before the service's own, so all are offered and the first
+ * valid one wins) and the X-Device-Token header. No count limit, which planted cookies could use
+ * up: the 16 KiB header limit (MAX_HEADER_BYTES) bounds them to a few hundred cheap HMAC checks.
  */
 export function presentedDeviceSignals(request: FastifyRequest): (string | undefined)[] {
   const header = request.headers[DEVICE_HEADER];
-  return [
-    ...cookieValues(request, DEVICE_COOKIE).slice(0, MAX_PRESENTED_DEVICE_COOKIES),
-    typeof header === 'string' ? header : undefined,
-  ];
+  return [...cookieValues(request, DEVICE_COOKIE), typeof header === 'string' ? header : undefined];
 }
 
 /**
