@@ -356,3 +356,155 @@ export const errorCodes = [
 ] as const;
 
 export type ErrorCode = (typeof errorCodes)[number];
+
+/** Each error code's HTTP status and default message, from the table in ErrorCode's description. */
+export const errorCatalogue: Record<ErrorCode, { readonly status: number; readonly message: string }> = {
+  "INVALID_INPUT": {
+    "status": 400,
+    "message": "The request does not match the contract: a missing, malformed or unknown field, or a parameter out of range."
+  },
+  "INVALID_OTP": {
+    "status": 400,
+    "message": "The verification, sign-in or password-reset code, magic-link token or reset token is wrong, expired, already used or unknown (or belongs to a disabled account)."
+  },
+  "INVALID_CREDENTIALS": {
+    "status": 401,
+    "message": "Sign-in failed: the email address or the password is wrong (the two are not told apart)."
+  },
+  "EMAIL_NOT_VERIFIED": {
+    "status": 403,
+    "message": "Sign-in with the right password of an account created while verification was not required, whose address is not verified yet."
+  },
+  "USER_ALREADY_EXISTS": {
+    "status": 409,
+    "message": "Sign-up without verification for an address that already has an account; OAuth: the account with the provider's address is linked to another identity of that provider."
+  },
+  "SIGN_UP_DISABLED": {
+    "status": 403,
+    "message": "Sign-up is refused: the service does not allow sign-ups (ALLOW_SIGN_UP=false)."
+  },
+  "UNAUTHORIZED": {
+    "status": 401,
+    "message": "No access token: the Authorization header is missing or is not Bearer <token>."
+  },
+  "AUTH_UNAUTHORIZED": {
+    "status": 401,
+    "message": "The access token has expired or is not valid; refresh the session and retry. The code InsForge's clients refresh on."
+  },
+  "SESSION_REVOKED": {
+    "status": 401,
+    "message": "The session the access token belongs to has ended (logout, refresh-token reuse, a password change, the account's role changed, disabled or deleted); sign in again."
+  },
+  "PASSWORD_INCORRECT": {
+    "status": 403,
+    "message": "Changing the password: currentPassword is missing or wrong."
+  },
+  "FORBIDDEN": {
+    "status": 403,
+    "message": "The caller is authenticated but lacks the role the operation needs."
+  },
+  "CSRF_INVALID": {
+    "status": 403,
+    "message": "A web client's X-CSRF-Token header is missing or does not match the session."
+  },
+  "REFRESH_TOKEN_INVALID": {
+    "status": 401,
+    "message": "The refresh token is missing, unknown, expired or revoked."
+  },
+  "REFRESH_TOKEN_REUSED": {
+    "status": 401,
+    "message": "An already exchanged refresh token was presented again; the whole session has been revoked."
+  },
+  "ACCOUNT_DISABLED": {
+    "status": 403,
+    "message": "OAuth sign-in: the account of this identity is disabled."
+  },
+  "OAUTH_CODE_INVALID": {
+    "status": 400,
+    "message": "The one-time OAuth code is unknown, used or expired, or the code_verifier does not match its challenge."
+  },
+  "OAUTH_STATE_INVALID": {
+    "status": 400,
+    "message": "The provider's return carries a state that is missing, unknown, expired or already used."
+  },
+  "OAUTH_EMAIL_UNVERIFIED": {
+    "status": 403,
+    "message": "The provider gave no verified email address for an identity that has no account yet."
+  },
+  "OAUTH_ACCOUNT_UNVERIFIED": {
+    "status": 409,
+    "message": "An account with the provider's address exists but its address is not verified, so it is not linked."
+  },
+  "OAUTH_PROVIDER_ERROR": {
+    "status": 302,
+    "message": "Only in a callback's ?error=: the provider answered with an error, or its answer did not pass the checks."
+  },
+  "ACCESS_DENIED": {
+    "status": 302,
+    "message": "Only in a callback's ?error=: the person refused at the provider."
+  },
+  "ID_TOKEN_INVALID": {
+    "status": 401,
+    "message": "The ID token's signature, issuer, audience, expiry or nonce is wrong, or it was already used to sign in."
+  },
+  "NOT_FOUND": {
+    "status": 404,
+    "message": "No route or resource matches the request."
+  },
+  "CHANNEL_ALREADY_EXISTS": {
+    "status": 409,
+    "message": "A realtime channel with this pattern exists already."
+  },
+  "LAST_ADMIN": {
+    "status": 409,
+    "message": "Deleting, demoting or disabling accounts would leave no enabled administrator; nothing was changed."
+  },
+  "METHOD_NOT_ALLOWED": {
+    "status": 405,
+    "message": "The path exists but does not accept this HTTP method."
+  },
+  "PAYLOAD_TOO_LARGE": {
+    "status": 413,
+    "message": "The request body exceeds the size limit."
+  },
+  "UNSUPPORTED_MEDIA_TYPE": {
+    "status": 415,
+    "message": "The request body is not application/json."
+  },
+  "RATE_LIMITED": {
+    "status": 429,
+    "message": "Too many requests (from this client, or failed sign-ins for this account); wait for the seconds given in Retry-After."
+  },
+  "MODEL_NOT_ALLOWED": {
+    "status": 400,
+    "message": "The requested embedding model is not on the service's allow-list."
+  },
+  "PROVIDER_AUTH_FAILED": {
+    "status": 502,
+    "message": "The upstream provider rejected the service's credentials."
+  },
+  "PROVIDER_UNAVAILABLE": {
+    "status": 502,
+    "message": "The upstream provider failed or could not be reached."
+  },
+  "PROVIDER_TIMEOUT": {
+    "status": 504,
+    "message": "The upstream provider did not answer in time."
+  },
+  "INTERNAL_ERROR": {
+    "status": 500,
+    "message": "An unexpected failure; no details are revealed."
+  },
+  "SERVICE_UNAVAILABLE": {
+    "status": 503,
+    "message": "A dependency is not available: the database, the embedding provider (paused after repeated failures) or the embeddings configuration."
+  },
+  "REQUEST_TIMEOUT": {
+    "status": 408,
+    "message": "The request's headers or body did not arrive in time; the connection is closed. Sent by the HTTP layer, before any operation."
+  },
+  "HEADERS_TOO_LARGE": {
+    "status": 431,
+    "message": "The request's headers exceed 16 KiB or 1,000 lines; the connection is closed. Sent by the HTTP layer, before any operation."
+  }
+};

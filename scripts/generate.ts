@@ -28,8 +28,34 @@ type SpecOperation = {
 };
 type Spec = {
   paths: Record<string, Record<string, SpecOperation>>;
-  components: { schemas: { ErrorCode: { enum: string[] } } };
+  components: { schemas: { ErrorCode: { enum: string[]; description: string } } };
 };
+
+/**
+ * The error catalogue: each code's status and meaning, read from the table in ErrorCode's
+ * description (`| `CODE` | status | meaning |`), which must list every code of the enum once.
+ */
+function errorCatalogue(schema: {
+  enum: string[];
+  description: string;
+}): Record<string, { status: number; message: string }> {
+  const catalogue: Record<string, { status: number; message: string }> = {};
+  for (const line of schema.description.split('\n')) {
+    const row = /^\| `([A-Z_]+)` \| ([0-9]{3}) \| (.+) \|$/.exec(line.trim());
+    if (row === null) continue;
+    const [, code, status, meaning] = row as unknown as [string, string, string, string];
+    if (code in catalogue) throw new Error(`ErrorCode ${code} is listed twice in its description's table`);
+    catalogue[code] = { status: Number(status), message: meaning.replaceAll('`', '') };
+  }
+  for (const code of schema.enum) {
+    if (!(code in catalogue))
+      throw new Error(`ErrorCode ${code} has no row (status, meaning) in its description's table`);
+  }
+  for (const code of Object.keys(catalogue)) {
+    if (!schema.enum.includes(code)) throw new Error(`ErrorCode's table lists ${code}, which is not in its enum`);
+  }
+  return catalogue;
+}
 
 const methods = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'];
 
@@ -65,6 +91,7 @@ function contractModule(spec: Spec): string {
     }
   }
   const errorCodes = spec.components.schemas.ErrorCode.enum;
+  const catalogue = errorCatalogue(spec.components.schemas.ErrorCode);
   return `${banner}
 /** Every operation of the contract, by operationId. */
 export const operations = ${JSON.stringify(operations, null, 2)} as const;
@@ -77,6 +104,9 @@ export const operationIds = Object.keys(operations) as OperationId[];
 export const errorCodes = ${JSON.stringify(errorCodes, null, 2)} as const;
 
 export type ErrorCode = (typeof errorCodes)[number];
+
+/** Each error code's HTTP status and default message, from the table in ErrorCode's description. */
+export const errorCatalogue: Record<ErrorCode, { readonly status: number; readonly message: string }> = ${JSON.stringify(catalogue, null, 2)};
 `;
 }
 

@@ -15,7 +15,7 @@ import { asyncapiYaml, specDocument, specYaml } from './spec.ts';
 
 const requireBody: preValidationHookHandler = async (request) => {
   if (request.body === undefined) {
-    throw new ApiError(400, 'INVALID_INPUT', 'body is required: send a JSON object with Content-Type application/json');
+    throw new ApiError('INVALID_INPUT', 'body is required: send a JSON object with Content-Type application/json');
   }
 };
 
@@ -30,7 +30,7 @@ const absentBodyAsEmpty: preValidationHookHandler = async (request) => {
 /** Strings PostgreSQL cannot store, anywhere in the query or a JSON body, and nesting past MAX_JSON_DEPTH in the body. */
 const rejectUnacceptableJson: preValidationHookHandler = async (request) => {
   const problem = findJsonProblem(request.query, 'query') ?? findJsonProblem(request.body);
-  if (problem !== undefined) throw new ApiError(400, 'INVALID_INPUT', describeJsonProblem(problem));
+  if (problem !== undefined) throw new ApiError('INVALID_INPUT', describeJsonProblem(problem));
 };
 
 /**

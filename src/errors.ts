@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { type ErrorCode, operations } from '../generated/contract.ts';
+import { type ErrorCode, errorCatalogue, operations } from '../generated/contract.ts';
 import { PROFILE_NAME_PATTERN } from './auth/profile-name.ts';
 import { isDatabaseUnavailable } from './db/errors.ts';
 
@@ -12,7 +12,11 @@ export interface ErrorBody {
   statusCode: number;
 }
 
-/** The one error type that handlers and services throw; its code is one of the spec's ErrorCode values. */
+/**
+ * The one error type that handlers and services throw. Its code is one of the spec's ErrorCode
+ * values, and the code decides the status (the catalogue in ErrorCode's description, generated
+ * into errorCatalogue); the message defaults to the code's meaning there.
+ */
 export class ApiError extends Error {
   override name = 'ApiError';
   readonly statusCode: number;
@@ -20,12 +24,17 @@ export class ApiError extends Error {
   /** Extra response headers, such as Retry-After. */
   readonly headers: Readonly<Record<string, string>>;
 
-  constructor(statusCode: number, code: ErrorCode, message: string, headers: Readonly<Record<string, string>> = {}) {
-    super(message);
-    this.statusCode = statusCode;
+  constructor(code: ErrorCode, message?: string, headers: Readonly<Record<string, string>> = {}) {
+    super(message ?? errorCatalogue[code].message);
+    this.statusCode = errorCatalogue[code].status;
     this.code = code;
     this.headers = headers;
   }
+}
+
+/** The Error body for a code: its status from the catalogue, its message given or the code's meaning. */
+export function errorBody(code: ErrorCode, message?: string): ErrorBody {
+  return { error: code, message: message ?? errorCatalogue[code].message, statusCode: errorCatalogue[code].status };
 }
 
 const codeForStatus: Record<number, ErrorCode> = {
@@ -196,27 +205,27 @@ export function describeValidationIssue(context: string, issue: AjvIssue): strin
 /** Maps anything thrown during a request to a status, an Error body and headers. */
 export function toErrorResponse(err: unknown): { body: ErrorBody; headers: Record<string, string> } {
   if (err instanceof ApiError) {
-    return { body: { error: err.code, message: err.message, statusCode: err.statusCode }, headers: { ...err.headers } };
+    return { body: errorBody(err.code, err.message), headers: { ...err.headers } };
   }
   const e = err as Partial<FastifyError> & { errors?: unknown[]; validation?: AjvIssue[] };
   // Security handlers' failures arrive wrapped, with the handlers' own errors in `errors`.
   if (e.name === 'Unauthorized' && Array.isArray(e.errors)) {
     const inner = e.errors.find((x): x is ApiError => x instanceof ApiError);
-    return toErrorResponse(inner ?? new ApiError(401, 'UNAUTHORIZED', 'A valid Bearer access token is required'));
+    return toErrorResponse(inner ?? new ApiError('UNAUTHORIZED', 'A valid Bearer access token is required'));
   }
   if (Array.isArray(e.validation) && e.validation.length > 0) {
     const message = describeValidationIssue(e.validationContext ?? 'request', pickValidationIssue(e.validation));
-    return toErrorResponse(new ApiError(400, 'INVALID_INPUT', message));
+    return toErrorResponse(new ApiError('INVALID_INPUT', message));
   }
   // SQLSTATE class 22 (data exception): a value the database refuses, which only input can cause.
   if (typeof e.code === 'string' && /^22[0-9A-Z]{3}$/.test(e.code)) {
-    return toErrorResponse(new ApiError(400, 'INVALID_INPUT', 'A value in the request cannot be stored'));
+    return toErrorResponse(new ApiError('INVALID_INPUT', 'A value in the request cannot be stored'));
   }
   // Class 40 (a deadlock or serialization failure), or a lock not obtained within lock_timeout
   // (55P03): the transaction was rolled back and may be retried.
   if (typeof e.code === 'string' && /^(40[0-9A-Z]{3}|55P03)$/.test(e.code)) {
     return toErrorResponse(
-      new ApiError(503, 'SERVICE_UNAVAILABLE', 'The request conflicted with a concurrent one; try again', {
+      new ApiError('SERVICE_UNAVAILABLE', 'The request conflicted with a concurrent one; try again', {
         'retry-after': '1',
       }),
     );
@@ -224,11 +233,11 @@ export function toErrorResponse(err: unknown): { body: ErrorBody; headers: Recor
   // The client's own connection broke while its body was being read (Node's "aborted"): nobody
   // will read this answer, but it is the client's failure, not the database's.
   if (e.code === 'ECONNRESET' && e.message === 'aborted') {
-    return toErrorResponse(new ApiError(400, 'INVALID_INPUT', 'The request body was not received completely'));
+    return toErrorResponse(new ApiError('INVALID_INPUT', 'The request body was not received completely'));
   }
   if (isDatabaseUnavailable(err)) {
     return toErrorResponse(
-      new ApiError(503, 'SERVICE_UNAVAILABLE', 'The database is not answering; try again shortly', {
+      new ApiError('SERVICE_UNAVAILABLE', 'The database is not answering; try again shortly', {
         'retry-after': '5',
       }),
     );
@@ -238,7 +247,7 @@ export function toErrorResponse(err: unknown): { body: ErrorBody; headers: Recor
     const code = codeForStatus[status] ?? 'INVALID_INPUT';
     return { body: { error: code, message: clientErrorMessage(e, err), statusCode: status }, headers: {} };
   }
-  return { body: { error: 'INTERNAL_ERROR', message: 'Internal server error', statusCode: 500 }, headers: {} };
+  return { body: errorBody('INTERNAL_ERROR', 'Internal server error'), headers: {} };
 }
 
 // Fastify's own 4xx errors carry safe messages; a few get plainer words.
@@ -286,13 +295,11 @@ export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): v
       void reply
         .code(405)
         .header('allow', methods.join(', '))
-        .send({
-          error: 'METHOD_NOT_ALLOWED',
-          message: `${request.method} is not allowed on ${path}; use ${methods.join(' or ')}`,
-          statusCode: 405,
-        });
+        .send(
+          errorBody('METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}; use ${methods.join(' or ')}`),
+        );
       return;
     }
   }
-  void reply.code(404).send({ error: 'NOT_FOUND', message: `No route for ${request.method} ${path}`, statusCode: 404 });
+  void reply.code(404).send(errorBody('NOT_FOUND', `No route for ${request.method} ${path}`));
 }

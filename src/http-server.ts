@@ -1,7 +1,7 @@
 import http, { type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Config } from './config.ts';
-import type { ErrorBody } from './errors.ts';
+import { type ErrorBody, errorBody } from './errors.ts';
 
 /** Total size of the request line and headers; larger requests get 431 (Node's default as well). */
 export const MAX_HEADER_BYTES = 16 * 1024;
@@ -32,11 +32,7 @@ export function serverFactory(config: Readonly<Config>) {
       (req, res) => {
         // HTTP/1.1 requires a Host header (RFC 9112, section 3.2).
         if (req.httpVersion === '1.1' && req.headers.host === undefined) {
-          const body = JSON.stringify({
-            error: 'INVALID_INPUT',
-            message: 'An HTTP/1.1 request needs a Host header',
-            statusCode: 400,
-          } satisfies ErrorBody);
+          const body = JSON.stringify(errorBody('INVALID_INPUT', 'An HTTP/1.1 request needs a Host header'));
           res
             .writeHead(400, {
               connection: 'close',
@@ -61,15 +57,14 @@ export function serverFactory(config: Readonly<Config>) {
 function answerFor(err: NodeJS.ErrnoException): ErrorBody {
   switch (err.code) {
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return { error: 'REQUEST_TIMEOUT', message: 'The request did not arrive in time', statusCode: 408 };
+      return errorBody('REQUEST_TIMEOUT', 'The request did not arrive in time');
     case 'HPE_HEADER_OVERFLOW':
-      return {
-        error: 'HEADERS_TOO_LARGE',
-        message: `The request headers exceed ${MAX_HEADER_BYTES} bytes or ${MAX_HEADER_LINES} lines`,
-        statusCode: 431,
-      };
+      return errorBody(
+        'HEADERS_TOO_LARGE',
+        `The request headers exceed ${MAX_HEADER_BYTES} bytes or ${MAX_HEADER_LINES} lines`,
+      );
     default:
-      return { error: 'INVALID_INPUT', message: 'The request is not valid HTTP/1.1', statusCode: 400 };
+      return errorBody('INVALID_INPUT', 'The request is not valid HTTP/1.1');
   }
 }
 

@@ -17,6 +17,6 @@ export function createAccessTokenLogout(deps: AuthDeps, issuer: SessionIssuer) {
     const ended = await sessions.revokeSession(db, claims.sid, clock.now());
     issuer.revoked(ended);
     // Nothing to end: another request (or instance) ended the session after the token was checked.
-    if (ended.length === 0) throw new ApiError(401, 'SESSION_REVOKED', 'This session has ended; sign in again');
+    if (ended.length === 0) throw new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
   };
 }

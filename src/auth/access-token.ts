@@ -36,7 +36,7 @@ declare module 'fastify' {
   }
 }
 
-const sessionRevoked = () => new ApiError(401, 'SESSION_REVOKED', 'This session has ended; sign in again');
+const sessionRevoked = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
 
 /**
  * An access token that has expired or is not valid: `401 AUTH_UNAUTHORIZED` over HTTP, the code on
@@ -49,7 +49,6 @@ export class AccessTokenRefused extends ApiError {
 
   constructor(reason: 'expired' | 'invalid') {
     super(
-      401,
       'AUTH_UNAUTHORIZED',
       reason === 'expired' ? 'The access token has expired; refresh the session' : 'The access token is not valid',
     );
@@ -101,7 +100,7 @@ export async function bearerAuth(request: FastifyRequest): Promise<void> {
   const header = request.headers.authorization;
   // The service's tokens are a few hundred bytes; a huge one is refused before any work on it.
   if (header === undefined || header.length > MAX_AUTHORIZATION_LENGTH || !/^Bearer [^\s]+$/i.test(header)) {
-    throw new ApiError(401, 'UNAUTHORIZED', 'A Bearer access token is required in the Authorization header');
+    throw new ApiError('UNAUTHORIZED', 'A Bearer access token is required in the Authorization header');
   }
   const token = header.slice('Bearer '.length);
   const cache = verifiedTokensOf(request.server);

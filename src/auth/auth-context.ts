@@ -128,5 +128,5 @@ export const inSeconds = (now: Date, seconds: number) => new Date(now.getTime() 
 export const codeHmacWith = (keys: DerivedKeys) => (email: string, code: string) =>
   hmacHex(keys.otp, `${email}:${code}`);
 
-export const invalidOtp = () => new ApiError(400, 'INVALID_OTP', 'The code or link is invalid or has expired');
-export const invalidCredentials = () => new ApiError(401, 'INVALID_CREDENTIALS', 'Email or password is incorrect');
+export const invalidOtp = () => new ApiError('INVALID_OTP', 'The code or link is invalid or has expired');
+export const invalidCredentials = () => new ApiError('INVALID_CREDENTIALS', 'Email or password is incorrect');

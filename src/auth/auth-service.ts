@@ -58,7 +58,7 @@ export function createAuthService(deps: AuthDeps) {
 
   async function currentUser(userId: string): Promise<ApiUser> {
     const user = await users.findUserById(deps.db, userId);
-    if (!user) throw new ApiError(401, 'UNAUTHORIZED', 'The account of this token no longer exists');
+    if (!user) throw new ApiError('UNAUTHORIZED', 'The account of this token no longer exists');
     return toApiUser(user);
   }
 

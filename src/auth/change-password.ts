@@ -9,7 +9,7 @@ import { hashPassword, verifyPassword } from './crypto.ts';
 import type { SessionIssuer } from './session-issuer.ts';
 import { signInThrottledError } from './sign-in-throttle.ts';
 
-const sessionEnded = () => new ApiError(401, 'SESSION_REVOKED', 'This session has ended; sign in again');
+const sessionEnded = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
 
 /** Changing (or first setting) the password of the signed-in account. */
 export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
@@ -25,7 +25,7 @@ export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
     input: { currentPassword?: string | undefined; newPassword: string },
   ): Promise<void> {
     const user = await users.findUserById(db, caller.userId);
-    if (!user) throw new ApiError(401, 'UNAUTHORIZED', 'The account of this token no longer exists');
+    if (!user) throw new ApiError('UNAUTHORIZED', 'The account of this token no longer exists');
     if (user.password_hash !== null) {
       // Counted per session, not per address: failed sign-ins by others must not keep the owner,
       // signed in, from changing the password, while a stolen access token still gets few guesses.
@@ -36,7 +36,7 @@ export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
         input.currentPassword !== undefined && (await verifyPassword(input.currentPassword, user.password_hash));
       if (!ok) {
         await signInThrottle.recordFailure(key);
-        throw new ApiError(403, 'PASSWORD_INCORRECT', 'The current password is missing or wrong');
+        throw new ApiError('PASSWORD_INCORRECT', 'The current password is missing or wrong');
       }
       await signInThrottle.recordSuccess(key);
     }
@@ -49,7 +49,7 @@ export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
       // change nothing (else whoever lost the race would silently undo the winner's password).
       if (!(await sessions.lockLiveSession(trx, caller.sessionId))) throw sessionEnded();
       if (!(await users.replacePassword(trx, user.id, user.password_hash, hash))) {
-        throw new ApiError(403, 'PASSWORD_INCORRECT', 'The password changed meanwhile; sign in again');
+        throw new ApiError('PASSWORD_INCORRECT', 'The password changed meanwhile; sign in again');
       }
       // Codes and links sent before (verification, sign-in, reset) must not undo this one.
       await verifications.deleteVerifications(trx, user.id);

@@ -178,7 +178,7 @@ export class HashQueue {
       1,
       Math.ceil(((this.#waiting + this.#running) * this.#averageMs) / this.#options.concurrency / 1000),
     );
-    return new ApiError(503, 'SERVICE_UNAVAILABLE', `Too many password checks in progress; try again in ${seconds} s`, {
+    return new ApiError('SERVICE_UNAVAILABLE', `Too many password checks in progress; try again in ${seconds} s`, {
       'retry-after': String(seconds),
     });
   }

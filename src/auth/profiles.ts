@@ -33,7 +33,7 @@ export interface UserProfile {
   profile: ApiProfile;
 }
 
-const notFound = () => new ApiError(404, 'NOT_FOUND', 'No such user');
+const notFound = () => new ApiError('NOT_FOUND', 'No such user');
 
 /** Reading any user's public profile, and changing one's own. */
 export function createProfiles(deps: AuthDeps) {
@@ -59,12 +59,12 @@ export function createProfiles(deps: AuthDeps) {
   async function updateProfile(userId: string, patch: Record<string, unknown>): Promise<UserProfile> {
     for (const name of Object.keys(patch)) {
       if (isAccountField(name)) {
-        throw new ApiError(400, 'INVALID_INPUT', `body.profile.${name} is an account field and cannot be set here`);
+        throw new ApiError('INVALID_INPUT', `body.profile.${name} is an account field and cannot be set here`);
       }
     }
     return db.transaction().execute(async (trx) => {
       const current = await profiles.lockEnabledProfile(trx, userId);
-      if (current === undefined) throw new ApiError(401, 'UNAUTHORIZED', 'The account of this token no longer exists');
+      if (current === undefined) throw new ApiError('UNAUTHORIZED', 'The account of this token no longer exists');
       // The stored fields as shown (null and unshowable ones dropped), then the patch over them.
       const merged: Profile = {};
       for (const [name, value] of Object.entries(toApiProfile(current.profile))) {
@@ -78,7 +78,6 @@ export function createProfiles(deps: AuthDeps) {
       const fields = new Set([...Object.keys(merged), 'name', 'avatar_url']).size;
       if (fields > MAX_PROFILE_FIELDS) {
         throw new ApiError(
-          400,
           'INVALID_INPUT',
           `body.profile: a profile holds at most ${MAX_PROFILE_FIELDS} fields, name and avatar_url included (this one would have ${fields})`,
         );
@@ -86,7 +85,6 @@ export function createProfiles(deps: AuthDeps) {
       const bytes = Buffer.byteLength(JSON.stringify(merged), 'utf8');
       if (bytes > MAX_PROFILE_BYTES) {
         throw new ApiError(
-          400,
           'INVALID_INPUT',
           `body.profile: a profile holds at most ${MAX_PROFILE_BYTES} bytes of JSON (this one would have ${bytes})`,
         );

@@ -26,7 +26,6 @@ export function allowedRedirect(
   const allowed = config.authRedirectAllowlist;
   if (allowed.length === 0) {
     throw new ApiError(
-      400,
       'INVALID_INPUT',
       `${field} is not accepted: the service allows no redirect (AUTH_REDIRECT_ALLOWLIST or AUTH_REDIRECT_URL)`,
     );
@@ -41,7 +40,7 @@ export function allowedRedirect(
     /%2f|%5c|%2e/i.test(url.pathname) ||
     !allowed.some((entry) => matchesRedirectEntry(url, entry))
   ) {
-    throw new ApiError(400, 'INVALID_INPUT', `${field} must be a URL the service allows: ${allowed.join(', ')}`);
+    throw new ApiError('INVALID_INPUT', `${field} must be a URL the service allows: ${allowed.join(', ')}`);
   }
   return url.href;
 }

@@ -6,9 +6,9 @@ import type { AuthDeps, ClientInfo } from './auth-context.ts';
 import { constantTimeEqual, sha256Hex } from './crypto.ts';
 import type { IssuedSession, SessionIssuer } from './session-issuer.ts';
 
-const invalidRefresh = () => new ApiError(401, 'REFRESH_TOKEN_INVALID', 'The refresh token is invalid or has expired');
+const invalidRefresh = () => new ApiError('REFRESH_TOKEN_INVALID', 'The refresh token is invalid or has expired');
 const refreshReused = () =>
-  new ApiError(401, 'REFRESH_TOKEN_REUSED', 'This refresh token was already used; the session has been ended');
+  new ApiError('REFRESH_TOKEN_REUSED', 'This refresh token was already used; the session has been ended');
 
 /**
  * At most this many refresh-token cookies of one request are looked at (a browser sends one per
@@ -90,7 +90,7 @@ export function createSessionRefresh(deps: AuthDeps, issuer: SessionIssuer) {
     }
     if (rotated !== undefined) return rotated;
     if (csrfRefused) {
-      throw new ApiError(403, 'CSRF_INVALID', 'The X-CSRF-Token header is missing or does not match this session');
+      throw new ApiError('CSRF_INVALID', 'The X-CSRF-Token header is missing or does not match this session');
     }
     throw invalidRefresh();
   }

@@ -67,7 +67,6 @@ export interface SignInThrottle {
 /** The answer to an attempt made too soon: 429 RATE_LIMITED with Retry-After (from beginAttempt). */
 export function signInThrottledError(retryAfterSeconds: number): ApiError {
   return new ApiError(
-    429,
     'RATE_LIMITED',
     `Too many failed sign-ins for this address; try again in ${retryAfterSeconds} s`,
     { 'retry-after': String(retryAfterSeconds) },

@@ -37,7 +37,7 @@ export function createSignIn(deps: AuthDeps, sessions: SessionIssuer) {
     await signInThrottle.recordSuccess(email, device);
     if (config.requireEmailVerification && !user.email_verified) {
       // Only an account made while verification was not required has a password before it.
-      throw new ApiError(403, 'EMAIL_NOT_VERIFIED', 'Verify your email address before signing in');
+      throw new ApiError('EMAIL_NOT_VERIFIED', 'Verify your email address before signing in');
     }
     const session = await sessions.startAfterPasswordCheck({ ...user, password_hash: user.password_hash }, client);
     // The password or the role changed while the password was being checked.

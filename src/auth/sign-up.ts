@@ -30,7 +30,7 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
       const created = await users.insertPasswordUser(trx, { ...input, emailVerified: false });
       return created ? sessions.start(created, client, trx) : undefined;
     });
-    if (!session) throw new ApiError(409, 'USER_ALREADY_EXISTS', 'An account with this email already exists');
+    if (!session) throw new ApiError('USER_ALREADY_EXISTS', 'An account with this email already exists');
     return { kind: 'session', session };
   }
 
@@ -83,7 +83,7 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
     redirectTo?: string,
   ): Promise<SignUpOutcome> {
     // ALLOW_SIGN_UP=false: the same refusal for every address, before anything is looked up.
-    if (!config.allowSignUp) throw new ApiError(403, 'SIGN_UP_DISABLED', 'Sign-ups are disabled on this service');
+    if (!config.allowSignUp) throw new ApiError('SIGN_UP_DISABLED', 'Sign-ups are disabled on this service');
     // Hash before looking anything up, so that new and existing addresses cost the same.
     const fields = {
       email: input.email.toLowerCase(),

@@ -17,10 +17,9 @@ export const MAX_DELETE_IDS = 100;
  */
 const DELETED_SESSIONS_MARGIN_SECONDS = 3600;
 
-const notFound = () => new ApiError(404, 'NOT_FOUND', 'No such user');
-const notAnAdmin = () => new ApiError(403, 'FORBIDDEN', 'Only an enabled administrator may change or delete accounts');
-const lastAdmin = () =>
-  new ApiError(409, 'LAST_ADMIN', 'This would leave no enabled administrator; nothing was changed');
+const notFound = () => new ApiError('NOT_FOUND', 'No such user');
+const notAnAdmin = () => new ApiError('FORBIDDEN', 'Only an enabled administrator may change or delete accounts');
+const lastAdmin = () => new ApiError('LAST_ADMIN', 'This would leave no enabled administrator; nothing was changed');
 
 /** Who makes an administrator's call: the account of the access token. */
 export interface Actor {
@@ -103,7 +102,7 @@ export function createUserAdministration(deps: AuthDeps, issuer: SessionIssuer) 
   async function deleteUsers(actor: Actor, userIds: readonly string[]): Promise<number> {
     const ids = [...new Set(userIds.map((id) => id.toLowerCase()))];
     if (ids.length > MAX_DELETE_IDS) {
-      throw new ApiError(400, 'INVALID_INPUT', `body.userIds must have at most ${MAX_DELETE_IDS} items`);
+      throw new ApiError('INVALID_INPUT', `body.userIds must have at most ${MAX_DELETE_IDS} items`);
     }
     const now = clock.now();
     const keepSince = new Date(now.getTime() - (config.accessTokenTtlSeconds + DELETED_SESSIONS_MARGIN_SECONDS) * 1000);

@@ -38,13 +38,11 @@ function checkVectorSizes(model: string, vectors: readonly Vector[], dimensions:
   if (wrong === undefined) return;
   if (dimensions !== undefined && vectors.every((v) => v.length === size)) {
     throw new ApiError(
-      400,
       'INVALID_INPUT',
       `Model "${model}" cannot shorten its vectors (it returned ${size} dimensions): leave out body.dimensions`,
     );
   }
   throw new ApiError(
-    502,
     'PROVIDER_UNAVAILABLE',
     `The embeddings provider sent an invalid answer (vectors of different sizes: ${size} and ${wrong.length})`,
   );
@@ -109,30 +107,20 @@ export function createEmbeddingsService(deps: {
     const info = modelInfo(model);
     if ((allowed !== undefined && !allowed.includes(model)) || info === undefined) {
       const choices = (allowed ?? localModels).join(', ');
-      throw new ApiError(
-        400,
-        'MODEL_NOT_ALLOWED',
-        `Model "${model}" is not available here; allowed models: ${choices}`,
-      );
+      throw new ApiError('MODEL_NOT_ALLOWED', `Model "${model}" is not available here; allowed models: ${choices}`);
     }
     if (!info.local && upstream === undefined) {
       throw new ApiError(
-        503,
         'SERVICE_UNAVAILABLE',
         `Model "${model}" needs an embeddings provider, and none is configured`,
       );
     }
     if (dimensions !== undefined) {
       if (!info.shortenable) {
-        throw new ApiError(
-          400,
-          'INVALID_INPUT',
-          `Model "${model}" cannot shorten its vectors: leave out body.dimensions`,
-        );
+        throw new ApiError('INVALID_INPUT', `Model "${model}" cannot shorten its vectors: leave out body.dimensions`);
       }
       if (info.nativeDimensions !== undefined && dimensions > info.nativeDimensions) {
         throw new ApiError(
-          400,
           'INVALID_INPUT',
           `body.dimensions must be at most ${info.nativeDimensions}, the native size of "${model}"`,
         );

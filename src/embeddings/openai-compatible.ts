@@ -120,14 +120,14 @@ export class OpenAICompatibleUpstream {
         return {
           ok: false,
           retryable: false,
-          error: new ApiError(504, 'PROVIDER_TIMEOUT', `The embeddings provider did not answer within ${seconds} s`),
+          error: new ApiError('PROVIDER_TIMEOUT', `The embeddings provider did not answer within ${seconds} s`),
         };
       }
       const code = (err as { code?: string }).code ?? 'connection error';
       return {
         ok: false,
         retryable: true,
-        error: new ApiError(502, 'PROVIDER_UNAVAILABLE', `The embeddings provider could not be reached (${code})`),
+        error: new ApiError('PROVIDER_UNAVAILABLE', `The embeddings provider could not be reached (${code})`),
       };
     } finally {
       clearTimeout(timer);
@@ -142,7 +142,6 @@ export class OpenAICompatibleUpstream {
         ok: false,
         retryable: false,
         error: new ApiError(
-          502,
           'PROVIDER_AUTH_FAILED',
           `The embeddings provider rejected the service's credentials (HTTP ${status})`,
         ),
@@ -155,7 +154,6 @@ export class OpenAICompatibleUpstream {
         retryable: true,
         retryAfter,
         error: new ApiError(
-          429,
           'RATE_LIMITED',
           `The embeddings provider is rate limiting this service; try again in ${wait} s`,
           { 'retry-after': String(wait) },
@@ -168,7 +166,6 @@ export class OpenAICompatibleUpstream {
         retryable: true,
         retryAfter,
         error: new ApiError(
-          502,
           'PROVIDER_UNAVAILABLE',
           `The embeddings provider failed (HTTP ${status}${upstream ? `: ${upstream}` : ''})`,
         ),
@@ -180,7 +177,6 @@ export class OpenAICompatibleUpstream {
         ok: false,
         retryable: false,
         error: new ApiError(
-          502,
           'PROVIDER_UNAVAILABLE',
           `The embeddings provider refused the service (HTTP ${status}${upstream ? `: ${upstream}` : ''})`,
         ),
@@ -191,7 +187,6 @@ export class OpenAICompatibleUpstream {
       ok: false,
       retryable: false,
       error: new ApiError(
-        400,
         'INVALID_INPUT',
         `The embeddings provider refused the request: ${upstream ?? `HTTP ${status}`}`,
       ),
@@ -202,7 +197,7 @@ export class OpenAICompatibleUpstream {
     const invalid = (why: string): Attempt => ({
       ok: false,
       retryable: false,
-      error: new ApiError(502, 'PROVIDER_UNAVAILABLE', `The embeddings provider sent an invalid answer (${why})`),
+      error: new ApiError('PROVIDER_UNAVAILABLE', `The embeddings provider sent an invalid answer (${why})`),
     });
     let parsed: { data?: unknown; usage?: { prompt_tokens?: unknown; total_tokens?: unknown } } | null;
     try {

@@ -65,7 +65,7 @@ export function createTokenCounter(options: { threads?: number; maxQueue?: numbe
      */
     async count(user: string, inputs: readonly string[], single: boolean): Promise<number[]> {
       if (inputs.length > MAX_INPUTS) {
-        throw new ApiError(400, 'INVALID_INPUT', `body.input must have at most ${MAX_INPUTS} items`);
+        throw new ApiError('INVALID_INPUT', `body.input must have at most ${MAX_INPUTS} items`);
       }
       const mine = perUser.get(user) ?? 0;
       if (mine >= TOKEN_COUNTING_PER_USER) throw userBusy();
@@ -84,7 +84,7 @@ export function createTokenCounter(options: { threads?: number; maxQueue?: numbe
         else perUser.delete(user);
       }
       threadIds.add(result.threadId);
-      if ('refused' in result) throw new ApiError(400, 'INVALID_INPUT', result.refused);
+      if ('refused' in result) throw new ApiError('INVALID_INPUT', result.refused);
       return result.counts;
     },
     stats(): TokenCounterStats {
@@ -100,7 +100,6 @@ export function createTokenCounter(options: { threads?: number; maxQueue?: numbe
 
 function busy(): ApiError {
   return new ApiError(
-    503,
     'SERVICE_UNAVAILABLE',
     'Too many embeddings requests are waiting to be counted; try again in 1 s',
     {
@@ -111,7 +110,6 @@ function busy(): ApiError {
 
 function userBusy(): ApiError {
   return new ApiError(
-    429,
     'RATE_LIMITED',
     `Too many of your embeddings requests are being counted (at most ${TOKEN_COUNTING_PER_USER} at once); try again in 1 s`,
     { 'retry-after': '1' },

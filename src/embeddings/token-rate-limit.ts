@@ -176,7 +176,6 @@ export function createTokenRateLimit(deps: {
     const seconds = Math.max(1, Math.ceil(w.ttlMs / 1000));
     const asked = requested === undefined ? '' : `, this request needs ${requested.toLocaleString('en-US')}`;
     return new ApiError(
-      429,
       'RATE_LIMITED',
       `Too many embeddings tokens: ${w.used.toLocaleString('en-US')} of ${limit.toLocaleString('en-US')} per minute used${asked}; try again in ${seconds} s`,
       { 'retry-after': String(seconds) },
@@ -210,7 +209,6 @@ export function createTokenRateLimit(deps: {
       if (tokens > limit) {
         await adjust(user, extra, 'charge');
         throw new ApiError(
-          400,
           'INVALID_INPUT',
           `body.input has ${tokens.toLocaleString('en-US')} tokens, more than the ${limit.toLocaleString('en-US')} tokens per minute allowed: split it`,
         );

@@ -57,7 +57,6 @@ export class UpstreamBreaker<Args extends unknown[], Result> {
       // While open: until the trial; while half-open, the trial is under way: a second.
       const seconds = Math.max(1, Math.ceil((this.#reopensAt - Date.now()) / 1000));
       throw new ApiError(
-        503,
         'SERVICE_UNAVAILABLE',
         `The embeddings provider is failing; calls to it are paused, try again in ${seconds} s`,
         { 'retry-after': String(seconds) },

@@ -153,7 +153,6 @@ function presentedRefreshTokens(request: FastifyRequest, clientType: ClientType,
   const tokens = offeredRefreshTokens(request, clientType, body);
   if (tokens.length === 0) {
     throw new ApiError(
-      401,
       'REFRESH_TOKEN_INVALID',
       clientType === 'web' ? 'The refresh_token cookie is missing' : 'body.refreshToken is required',
     );

@@ -35,7 +35,7 @@ export function healthHandlers(ctx: AppContext): HandlersFor<'getHealth'> {
       try {
         await within(sql`select 1`.execute(ctx.db), HEALTH_DEADLINE_MS);
       } catch {
-        throw new ApiError(503, 'SERVICE_UNAVAILABLE', 'The database is not answering', { 'retry-after': '5' });
+        throw new ApiError('SERVICE_UNAVAILABLE', 'The database is not answering', { 'retry-after': '5' });
       }
       return {
         status: 'ok',

@@ -6,7 +6,7 @@ import type { HandlersFor } from './types.ts';
 export function metricsHandlers(ctx: AppContext): HandlersFor<'getMetrics'> {
   return {
     async getMetrics(request, reply) {
-      if (ctx.metrics === null) throw new ApiError(404, 'NOT_FOUND', `No route for ${request.method} /metrics`);
+      if (ctx.metrics === null) throw new ApiError('NOT_FOUND', `No route for ${request.method} /metrics`);
       const text = await ctx.metrics.render();
       reply.type(ctx.metrics.contentType);
       return text;

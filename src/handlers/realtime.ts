@@ -22,11 +22,11 @@ type RealtimeOperation =
 
 function requireAdmin(request: OperationRequest<RealtimeOperation>): void {
   if (request.user.role !== 'admin') {
-    throw new ApiError(403, 'FORBIDDEN', 'Only administrators may manage realtime channels');
+    throw new ApiError('FORBIDDEN', 'Only administrators may manage realtime channels');
   }
 }
 
-const noSuchChannel = () => new ApiError(404, 'NOT_FOUND', 'No such channel');
+const noSuchChannel = () => new ApiError('NOT_FOUND', 'No such channel');
 
 function toChannel(row: ChannelRow) {
   return {
@@ -54,7 +54,7 @@ export function realtimeHandlers(ctx: AppContext): HandlersFor<RealtimeOperation
       const { pattern, description = null, enabled = true } = request.body;
       const row = await createChannel(ctx.db, { pattern, description, enabled });
       if (row === undefined) {
-        throw new ApiError(409, 'CHANNEL_ALREADY_EXISTS', 'A channel with this pattern exists already');
+        throw new ApiError('CHANNEL_ALREADY_EXISTS', 'A channel with this pattern exists already');
       }
       await ctx.realtimePolicies.channelsChanged();
       reply.code(201);
@@ -81,7 +81,7 @@ export function realtimeHandlers(ctx: AppContext): HandlersFor<RealtimeOperation
     async publishRealtimeMessage(request, reply) {
       const { channel, event, payload, senderId } = request.body;
       const prototypeKey = prototypeKeyProblem(payload, 'body.payload');
-      if (prototypeKey !== undefined) throw new ApiError(400, 'INVALID_INPUT', prototypeKey);
+      if (prototypeKey !== undefined) throw new ApiError('INVALID_INPUT', prototypeKey);
       const outcome = await ctx.realtime.publish({
         userId: request.user.sub,
         channel,
@@ -90,11 +90,11 @@ export function realtimeHandlers(ctx: AppContext): HandlersFor<RealtimeOperation
         ...(senderId === undefined ? {} : { senderId }),
       });
       if (!outcome.ok) {
-        if (outcome.code === 'PAYLOAD_TOO_LARGE') throw new ApiError(413, 'PAYLOAD_TOO_LARGE', outcome.message);
+        if (outcome.code === 'PAYLOAD_TOO_LARGE') throw new ApiError('PAYLOAD_TOO_LARGE', outcome.message);
         if (outcome.code === 'SERVICE_UNAVAILABLE') {
-          throw new ApiError(503, 'SERVICE_UNAVAILABLE', outcome.message, { 'retry-after': '1' });
+          throw new ApiError('SERVICE_UNAVAILABLE', outcome.message, { 'retry-after': '1' });
         }
-        throw new ApiError(403, 'FORBIDDEN', outcome.message);
+        throw new ApiError('FORBIDDEN', outcome.message);
       }
       reply.code(201);
       const { meta } = outcome;
@@ -118,7 +118,7 @@ export function realtimeHandlers(ctx: AppContext): HandlersFor<RealtimeOperation
         limit,
         ...(after === undefined ? {} : { after }),
       });
-      if ('afterNotFound' in page) throw new ApiError(404, 'NOT_FOUND', 'No such message on this channel');
+      if ('afterNotFound' in page) throw new ApiError('NOT_FOUND', 'No such message on this channel');
       return page;
     },
   } satisfies HandlersFor<RealtimeOperation>;

@@ -19,7 +19,6 @@ export function refreshTokenFromBody(body: RefreshBody | undefined): string | un
   const snake = body?.refresh_token;
   if (camel !== undefined && snake !== undefined && camel !== snake) {
     throw new ApiError(
-      400,
       'INVALID_INPUT',
       'body.refreshToken and body.refresh_token name different tokens: send one of them',
     );
@@ -63,7 +62,7 @@ export function verifiedBearerClaims(request: FastifyRequest): AccessTokenClaims
   const header = request.headers.authorization;
   if (header === undefined) return undefined;
   if (header.length > MAX_AUTHORIZATION_LENGTH || !/^Bearer [^\s]+$/i.test(header)) {
-    throw new ApiError(401, 'UNAUTHORIZED', 'The Authorization header must be a Bearer access token');
+    throw new ApiError('UNAUTHORIZED', 'The Authorization header must be a Bearer access token');
   }
   return verifyAccessToken(request.server, header.slice('Bearer '.length));
 }

@@ -11,7 +11,7 @@ type UserOperations = 'listUsers' | 'getUser' | 'updateUser' | 'deleteUsers';
 
 /** The access token's role must be admin (a role change ends the account's sessions, so the claim is current). */
 function requireAdmin(role: string): void {
-  if (role !== 'admin') throw new ApiError(403, 'FORBIDDEN', 'Administrator role required');
+  if (role !== 'admin') throw new ApiError('FORBIDDEN', 'Administrator role required');
 }
 
 /** Handlers of the `users` tag. */
@@ -19,7 +19,7 @@ export function userHandlers(ctx: AppContext): HandlersFor<UserOperations> {
   return {
     async listUsers(request) {
       if (request.user.role !== 'admin') {
-        throw new ApiError(403, 'FORBIDDEN', 'Only administrators may list users');
+        throw new ApiError('FORBIDDEN', 'Only administrators may list users');
       }
       const offset = pageNumber(request.query.offset, 0);
       const limit = pageNumber(request.query.limit, 10);

@@ -32,16 +32,12 @@ export function metricsTokenCheck(token: string | undefined): (request: FastifyR
   const expected = token === undefined ? undefined : digest(token);
   return async (request) => {
     if (expected === undefined) {
-      throw new ApiError(404, 'NOT_FOUND', `No route for ${request.method} ${request.url.split('?')[0] ?? '/'}`);
+      throw new ApiError('NOT_FOUND', `No route for ${request.method} ${request.url.split('?')[0] ?? '/'}`);
     }
     const header = request.headers.authorization ?? '';
     const given = /^Bearer [^\s]+$/i.test(header) ? header.slice('Bearer '.length) : '';
     if (!timingSafeEqual(digest(given), expected)) {
-      throw new ApiError(
-        401,
-        'UNAUTHORIZED',
-        'A valid metrics token is required: Authorization: Bearer <METRICS_TOKEN>',
-      );
+      throw new ApiError('UNAUTHORIZED', 'A valid metrics token is required: Authorization: Bearer <METRICS_TOKEN>');
     }
   };
 }

@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { type Config, ConfigError } from '../config.ts';
+import { errorBody } from '../errors.ts';
 
 /** The metrics port, while it is open. */
 export interface MetricsListener {
@@ -27,7 +28,7 @@ export async function listenForMetrics(
     const path = (req.url ?? '/').split('?')[0];
     const headers = { 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' };
     if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
-      const body = { error: 'NOT_FOUND', message: `No route for ${req.method} ${path}`, statusCode: 404 };
+      const body = errorBody('NOT_FOUND', `No route for ${req.method} ${path}`);
       res.writeHead(404, { ...headers, 'content-type': 'application/json; charset=utf-8' });
       res.end(JSON.stringify(body));
       return;
@@ -39,7 +40,7 @@ export async function listenForMetrics(
       },
       (err: unknown) => {
         app.log.error({ err }, 'metrics: collecting failed');
-        const body = { error: 'INTERNAL_ERROR', message: 'Internal server error', statusCode: 500 };
+        const body = errorBody('INTERNAL_ERROR', 'Internal server error');
         res.writeHead(500, { ...headers, 'content-type': 'application/json; charset=utf-8' });
         res.end(JSON.stringify(body));
       },

@@ -8,7 +8,7 @@ import { REFUSED_NAME_CHARACTERS } from '../profile-name.ts';
 import type { UnprovenPasswords } from '../unproven-password.ts';
 import type { ProviderIdentity } from './provider-clients.ts';
 
-const disabled = () => new ApiError(403, 'ACCOUNT_DISABLED', 'This account is disabled');
+const disabled = () => new ApiError('ACCOUNT_DISABLED', 'This account is disabled');
 
 /**
  * A provider's display name within the profile's rules: without the characters a profile name may
@@ -48,13 +48,13 @@ export async function accountForIdentity(
     return linked;
   }
   if (identity.email === undefined || !identity.emailVerified) {
-    throw new ApiError(403, 'OAUTH_EMAIL_UNVERIFIED', 'The provider did not confirm an email address for this account');
+    throw new ApiError('OAUTH_EMAIL_UNVERIFIED', 'The provider did not confirm an email address for this account');
   }
   const email = identity.email;
   for (let attempt = 0; attempt < 2; attempt++) {
     const existing = await users.findUserByEmail(db, email);
     if (existing !== undefined) return linkExisting(deps, provider, identity, existing, unproven);
-    if (!config.allowSignUp) throw new ApiError(403, 'SIGN_UP_DISABLED', 'This service does not allow sign-ups');
+    if (!config.allowSignUp) throw new ApiError('SIGN_UP_DISABLED', 'This service does not allow sign-ups');
     const created = await db.transaction().execute(async (trx) => {
       const user = await users.insertProviderUser(trx, {
         email,
@@ -73,7 +73,7 @@ export async function accountForIdentity(
     const now = await oauth.findUserByIdentity(db, provider, identity.subject);
     if (now !== undefined) return now.disabled_at === null ? now : Promise.reject(disabled());
   }
-  throw new ApiError(503, 'SERVICE_UNAVAILABLE', 'The account could not be created; try again');
+  throw new ApiError('SERVICE_UNAVAILABLE', 'The account could not be created; try again');
 }
 
 async function linkExisting(
@@ -86,7 +86,6 @@ async function linkExisting(
   if (existing.disabled_at !== null) throw disabled();
   if (!existing.email_verified) {
     throw new ApiError(
-      409,
       'OAUTH_ACCOUNT_UNVERIFIED',
       'An account with this address exists but its address is not verified; sign in with a code sent to it, then sign in with the provider again',
     );
@@ -111,9 +110,5 @@ async function linkExisting(
   }
   const now = await oauth.findUserByIdentity(deps.db, provider, identity.subject);
   if (now?.id === existing.id) return now;
-  throw new ApiError(
-    409,
-    'USER_ALREADY_EXISTS',
-    `The account with this address is linked to another ${provider} identity`,
-  );
+  throw new ApiError('USER_ALREADY_EXISTS', `The account with this address is linked to another ${provider} identity`);
 }

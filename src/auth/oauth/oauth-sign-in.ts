@@ -16,9 +16,8 @@ const AUTHORIZATION_TTL_SECONDS = 10 * 60;
 const CODE_TTL_SECONDS = 60;
 
 const codeInvalid = () =>
-  new ApiError(400, 'OAUTH_CODE_INVALID', 'The sign-in code is invalid or has expired; sign in again');
-const stateInvalid = () =>
-  new ApiError(400, 'OAUTH_STATE_INVALID', 'This sign-in is unknown or has expired; start again');
+  new ApiError('OAUTH_CODE_INVALID', 'The sign-in code is invalid or has expired; sign in again');
+const stateInvalid = () => new ApiError('OAUTH_STATE_INVALID', 'This sign-in is unknown or has expired; start again');
 
 /** Errors of a sign-in that go back to the app as `?error=<code>` rather than as a page of JSON. */
 const REDIRECTED_ERRORS: readonly ErrorCode[] = [
@@ -45,7 +44,7 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer, mail:
     const client = clients.get(name);
     const fits = route === 'any' || (route === 'built-in') === client?.config.builtIn;
     if (client === undefined || !fits) {
-      throw new ApiError(404, 'NOT_FOUND', `No OAuth provider named ${JSON.stringify(name)} is configured`);
+      throw new ApiError('NOT_FOUND', `No OAuth provider named ${JSON.stringify(name)} is configured`);
     }
     return client;
   }
@@ -157,7 +156,7 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer, mail:
   ) {
     const known = clients.get(body.provider);
     if (known === undefined) {
-      throw new ApiError(400, 'INVALID_INPUT', 'body.provider names no OpenID Connect provider of this service');
+      throw new ApiError('INVALID_INPUT', 'body.provider names no OpenID Connect provider of this service');
     }
     const { identity, usableUntil } = await known.verifyIdToken(body.token, body.nonce);
     // One session per token, on every instance: the token is recorded (by its signed part, which
@@ -172,7 +171,7 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer, mail:
       now: clock.now(),
     });
     if (!first) {
-      throw new ApiError(401, 'ID_TOKEN_INVALID', 'This ID token has already been used to sign in; get a new one');
+      throw new ApiError('ID_TOKEN_INVALID', 'This ID token has already been used to sign in; get a new one');
     }
     try {
       const user = await accountForIdentity(deps, body.provider, identity, unproven);

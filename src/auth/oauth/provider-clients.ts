@@ -33,7 +33,7 @@ const MAX_ID_TOKEN_AGE_S = 24 * 3600;
 const CLOCK_TOLERANCE_S = 30;
 
 function providerUnavailable(name: string): ApiError {
-  return new ApiError(502, 'PROVIDER_UNAVAILABLE', `The OAuth provider "${name}" could not be reached`);
+  return new ApiError('PROVIDER_UNAVAILABLE', `The OAuth provider "${name}" could not be reached`);
 }
 
 /** The provider's answer did not pass the checks, or it answered with an error: the callback's `?error=`. */
@@ -153,7 +153,7 @@ function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
       const code = (err as { code?: string }).code ?? '';
       // The keys could not be fetched: the provider's fault, not the token's.
       if (code === 'ERR_JWKS_TIMEOUT' || !code.startsWith('ERR_J')) throw providerUnavailable(config.name);
-      throw new ApiError(401, 'ID_TOKEN_INVALID', 'The ID token is not valid for this service');
+      throw new ApiError('ID_TOKEN_INVALID', 'The ID token is not valid for this service');
     }
     // A token for several audiences must name this client as the party it was issued to (OpenID
     // Connect Core 3.1.3.7); a single audience may name another (Google's Android client ids do).
@@ -161,11 +161,10 @@ function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
     const issuedLater =
       typeof payload.iat === 'number' && payload.iat * 1000 > clock.now().getTime() + CLOCK_TOLERANCE_S * 1000;
     if ((severalAudiences && payload.azp !== config.clientId) || issuedLater) {
-      throw new ApiError(401, 'ID_TOKEN_INVALID', 'The ID token is not valid for this service');
+      throw new ApiError('ID_TOKEN_INVALID', 'The ID token is not valid for this service');
     }
     if (nonce === undefined ? payload.nonce !== undefined : payload.nonce !== nonce) {
       throw new ApiError(
-        401,
         'ID_TOKEN_INVALID',
         nonce === undefined
           ? 'The ID token carries a nonce: send the nonce the sign-in asked for'
@@ -291,7 +290,7 @@ function githubClient(config: GithubProviderConfig): ProviderClient {
       }
     },
     async verifyIdToken() {
-      throw new ApiError(400, 'INVALID_INPUT', `body.provider "${config.name}" issues no ID tokens (OAuth 2 only)`);
+      throw new ApiError('INVALID_INPUT', `body.provider "${config.name}" issues no ID tokens (OAuth 2 only)`);
     },
   };
 }
