@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
 import type { Redis } from 'ioredis';
+import type { RedisFallback } from './redis-fallback.ts';
 
 type Count = { current: number; ttl: number };
 type Callback = (error: Error | null, result?: Count) => void;
@@ -18,11 +19,19 @@ type StoreParams = { continueExceeding?: boolean; exponentialBackoff?: boolean }
 
 /**
  * The plugin's `store` option: counts in Redis under `nameSpace`, shared by every instance; when
- * Redis does not answer (down, or not connected yet), counts in this process instead of letting
- * the request through uncounted. During an outage each instance then enforces the limit on its
- * own: a client spread over N instances gets up to N times the limit, never an unlimited number.
+ * Redis does not answer, counts in this process (`fallback`) instead of letting the request through
+ * uncounted.
  */
-export function redisStoreWithFallback(redis: Redis, nameSpace: string, onFallback: (err: Error) => void) {
+export function redisStoreWithFallback(redis: Redis, nameSpace: string, fallback: RedisFallback) {
+  const counted = (store: Store, key: string, timeWindow: number, max: number) =>
+    new Promise<Count>((resolve, reject) =>
+      store.incr(
+        key,
+        (err, result) => (err === null && result !== undefined ? resolve(result) : reject(err)),
+        timeWindow,
+        max,
+      ),
+    );
   class RedisWithLocalFallback implements Store {
     readonly #redis: Store;
     readonly #local: Store;
@@ -34,16 +43,12 @@ export function redisStoreWithFallback(redis: Redis, nameSpace: string, onFallba
     }
 
     incr(key: string, callback: Callback, timeWindow: number, max: number): void {
-      this.#redis.incr(
-        key,
-        (err, result) => {
-          if (err === null) return callback(null, result);
-          onFallback(err);
-          this.#local.incr(key, callback, timeWindow, max);
-        },
-        timeWindow,
-        max,
-      );
+      fallback
+        .run(
+          () => counted(this.#redis, key, timeWindow, max),
+          () => counted(this.#local, key, timeWindow, max),
+        )
+        .then((result) => callback(null, result), callback);
     }
 
     /** The store of one route (the plugin calls this per route). */

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Redis } from 'ioredis';
 import { ApiError } from '../errors.ts';
+import { redisFallback, withTimeout } from '../redis-fallback.ts';
 import { sha256Hex } from './crypto.ts';
 
 /**
@@ -26,7 +27,6 @@ export const RECORD_LIFETIME_MS = 24 * 60 * 60 * 1_000;
 export const MAX_MEMORY_RECORDS = 100_000;
 /** How long a Redis command may take before the attempt is counted in memory instead. */
 export const REDIS_TIMEOUT_MS = 1_000;
-const WARN_INTERVAL_MS = 10_000;
 
 /** The wait (ms) before the next attempt after `failures` failures in a row. */
 export function delayAfter(failures: number): number {
@@ -227,14 +227,6 @@ class MemoryRecords {
   }
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
 /**
  * The sign-in back-off, in Redis when given a client (atomically, shared by every instance) or in
  * process memory. With Redis, memory keeps a copy of the records of the addresses this instance
@@ -243,7 +235,6 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
  * added to Redis once it answers again.
  */
 export function createSignInThrottle(options: SignInThrottleOptions): SignInThrottle {
-  const { redis, log } = options;
   const now = options.now ?? Date.now;
   const timeoutMs = options.redisTimeoutMs ?? REDIS_TIMEOUT_MS;
   const memory = new MemoryRecords(options.maxMemoryRecords ?? MAX_MEMORY_RECORDS);
@@ -253,19 +244,18 @@ export function createSignInThrottle(options: SignInThrottleOptions): SignInThro
   };
   const redisKey = (key: string) => `${options.redisKeyPrefix}sign-in-failures:${key}`;
 
-  let warnedAt: number | undefined;
-  const onRedisFailure = (err: unknown) => {
-    const at = now();
-    if (warnedAt === undefined || Math.abs(at - warnedAt) >= WARN_INTERVAL_MS) {
-      warnedAt = at;
-      const message = err instanceof Error ? err.message : String(err);
-      log.warn({ err: { message } }, 'redis unavailable: sign-in failures counted per instance');
-    }
-    outage = true;
-  };
   // Whether a Redis command failed since the last one that answered: the next command then syncs
   // every record this instance confirmed before (Redis may have come back empty), in a new epoch.
   let outage = false;
+  const shared = redisFallback({
+    redis: options.redis,
+    log: options.log,
+    counts: 'sign-in failures',
+    now,
+    onFailure: () => {
+      outage = true;
+    },
+  });
   const toSeconds = (waitMs: number) => (waitMs > 0 ? Math.max(1, Math.ceil(waitMs / 1000)) : undefined);
 
   /** Runs a script on the key's record in Redis, after bringing in what this instance knew and counted while Redis was away. */
@@ -288,50 +278,40 @@ export function createSignInThrottle(options: SignInThrottleOptions): SignInThro
     async beginAttempt(email, device) {
       const key = keyOf(email, device);
       const at = Math.floor(now());
-      if (redis !== undefined) {
-        try {
+      const waitMs = await shared.run(
+        async (redis) => {
           const args = [at, FREE_FAILURES, BASE_DELAY_MS, MAX_DELAY_MS, RECORD_LIFETIME_MS];
           const [waitMs = 0, failures = 0, last = 0] = await inRedis(redis, key, BEGIN_ATTEMPT_SCRIPT, args);
           memory.mirror(key, failures, last);
-          return toSeconds(waitMs);
-        } catch (err) {
-          onRedisFailure(err);
-        }
-      }
-      return toSeconds(memory.begin(key, at));
+          return waitMs;
+        },
+        () => memory.begin(key, at),
+      );
+      return toSeconds(waitMs);
     },
 
     async recordFailure(email, device) {
       const key = keyOf(email, device);
       const at = Math.floor(now());
-      if (redis !== undefined) {
-        try {
+      await shared.run(
+        async (redis) => {
           const [failures = 0, last = 0] = await inRedis(redis, key, RECORD_FAILURE_SCRIPT, [at, RECORD_LIFETIME_MS]);
           memory.mirror(key, failures, last);
-          return;
-        } catch (err) {
-          onRedisFailure(err);
-          memory.fail(key, at, true);
-          return;
-        }
-      }
-      memory.fail(key, at);
+        },
+        (offline) => memory.fail(key, at, offline),
+      );
     },
 
     async recordSuccess(email, device) {
       const key = keyOf(email, device);
-      if (redis === undefined) {
-        memory.clear(key);
-        return;
-      }
-      try {
-        await withTimeout(redis.del(redisKey(key)), timeoutMs);
-        memory.clear(key);
-      } catch (err) {
-        onRedisFailure(err);
-        // Both places: deleted in Redis too once it answers again.
-        memory.clear(key, true);
-      }
+      await shared.run(
+        async (redis) => {
+          await withTimeout(redis.del(redisKey(key)), timeoutMs);
+          memory.clear(key);
+        },
+        // Offline: cleared here, and in Redis too once it answers again.
+        (offline) => memory.clear(key, offline),
+      );
     },
   };
 }

@@ -2,11 +2,10 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Clock } from '../clock.ts';
 import { ApiError } from '../errors.ts';
+import { redisFallback } from '../redis-fallback.ts';
 
 /** The window of the tokens-per-minute limit. */
 const WINDOW_MS = 60_000;
-/** At most one "counting in memory" warning this often while Redis fails. */
-const WARN_EVERY_MS = 10_000;
 
 /** A user's tokens in the current window and what is left of the window, in ms. */
 interface Window {
@@ -128,28 +127,14 @@ export function createTokenRateLimit(deps: {
   const limit = deps.tokensPerMinute;
   const memory = new MemoryWindows(() => deps.clock.now().getTime());
   const key = (user: string) => `${deps.redisKeyPrefix}embeddings-tokens:${user}`;
-  let warnedAt = 0;
-  const fallBack = (err: unknown) => {
-    if (Date.now() - warnedAt < WARN_EVERY_MS) return;
-    warnedAt = Date.now();
-    deps.log.warn(
-      { err: { message: (err as Error).message } },
-      'redis unavailable: embeddings tokens per minute counted per instance',
-    );
-  };
+  const shared = redisFallback({ redis: deps.redis, log: deps.log, counts: 'embeddings tokens per minute' });
 
   /** Runs a script in Redis, or in this process's memory without Redis or while it fails. */
-  async function run(inRedis: (redis: Redis) => Promise<number[]>, inMemory: () => Window & { n: number }) {
-    const redis = deps.redis;
-    if (redis === undefined) return inMemory();
-    try {
+  const run = (inRedis: (redis: Redis) => Promise<number[]>, inMemory: () => Window & { n: number }) =>
+    shared.run(async (redis) => {
       const [n, used, ttl] = (await inRedis(redis)) as [number, number, number];
       return { n, used, ttlMs: ttl < 0 ? WINDOW_MS : ttl };
-    } catch (err) {
-      fallBack(err);
-      return inMemory();
-    }
-  }
+    }, inMemory);
 
   const reserve = (user: string, bound: number) =>
     run(

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Redis } from 'ioredis';
+import { redisFallback } from '../redis-fallback.ts';
 
 /** How long a socket's place in Redis lasts unless its instance renews it (an instance that died frees its places). */
 export const SOCKET_LEASE_MS = 60_000;
@@ -49,15 +50,7 @@ export function createSocketQuota(options: SocketQuotaOptions): SocketQuota {
   const local = new Map<string, Set<string>>();
   const keyOf = (userId: string) => `${keyPrefix}realtime:sockets:${userId}`;
   const memberOf = (socketId: string) => `${instanceId}:${socketId}`;
-  let warnedAt = Number.NEGATIVE_INFINITY;
-  const redisFailed = (err: unknown) => {
-    if (Date.now() - warnedAt < WARN_INTERVAL_MS) return;
-    warnedAt = Date.now();
-    log.warn(
-      { err: { message: (err as Error).message } },
-      'realtime: redis unavailable; sockets per user counted per instance',
-    );
-  };
+  const shared = redisFallback({ redis, log, counts: 'sockets per user', warnEveryMs: WARN_INTERVAL_MS });
 
   const renewal =
     redis === undefined
@@ -71,7 +64,7 @@ export function createSocketQuota(options: SocketQuotaOptions): SocketQuota {
             for (const socketId of sockets) pipeline.zadd(keyOf(userId), until, memberOf(socketId));
             pipeline.pexpire(keyOf(userId), SOCKET_LEASE_MS);
           }
-          pipeline.exec().catch(redisFailed);
+          pipeline.exec().catch(shared.failed);
         }, RENEW_EVERY_MS);
   renewal?.unref();
 
@@ -88,24 +81,16 @@ export function createSocketQuota(options: SocketQuotaOptions): SocketQuota {
     async take(userId, socketId) {
       const here = local.get(userId)?.size ?? 0;
       if (here >= max) return false;
-      if (redis !== undefined) {
-        try {
+      // While Redis does not answer, the count of this instance decides.
+      const taken = await shared.run(
+        async (redis) => {
           const now = Date.now();
-          const taken = await redis.eval(
-            TAKE_SCRIPT,
-            1,
-            keyOf(userId),
-            now,
-            now + SOCKET_LEASE_MS,
-            max,
-            memberOf(socketId),
-            SOCKET_LEASE_MS,
-          );
-          if (taken !== 1) return false;
-        } catch (err) {
-          redisFailed(err);
-        }
-      }
+          const args = [now, now + SOCKET_LEASE_MS, max, memberOf(socketId), SOCKET_LEASE_MS];
+          return (await redis.eval(TAKE_SCRIPT, 1, keyOf(userId), ...args)) === 1;
+        },
+        () => true,
+      );
+      if (!taken) return false;
       remember(userId, socketId);
       return true;
     },
@@ -114,7 +99,7 @@ export function createSocketQuota(options: SocketQuotaOptions): SocketQuota {
       const sockets = local.get(userId);
       if (sockets?.delete(socketId) !== true) return;
       if (sockets.size === 0) local.delete(userId);
-      redis?.zrem(keyOf(userId), memberOf(socketId)).catch(redisFailed);
+      redis?.zrem(keyOf(userId), memberOf(socketId)).catch(shared.failed);
     },
 
     close() {
