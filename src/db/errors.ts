@@ -22,3 +22,14 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   // transaction whose server went away, which then replaces the original error).
   return /Connection terminated|timeout exceeded when trying to connect|is not queryable/.test(err.message);
 }
+
+/**
+ * True when the statement may succeed if tried again shortly: the database is unreachable, the
+ * transaction met a serialization failure or deadlock (SQLSTATE class 40), or a lock was not
+ * obtained within lock_timeout (55P03). Anything else (a bad query, a policy that fails) is not.
+ */
+export function isRetryable(err: unknown): boolean {
+  if (isDatabaseUnavailable(err)) return true;
+  const code = (err as { code?: unknown } | null | undefined)?.code;
+  return typeof code === 'string' && /^(40[0-9A-Z]{3}|55P03)$/.test(code);
+}

@@ -18,6 +18,7 @@ import * as m0015 from './migrations/0015_unproven_passwords.ts';
 import * as m0016 from './migrations/0016_known_device_emails.ts';
 import * as m0017 from './migrations/0017_id_token_uses.ts';
 import * as m0018 from './migrations/0018_code_attempt_misses.ts';
+import { applyRepeatableSql } from './repeatable-sql.ts';
 import type { Database } from './schema.ts';
 
 /** Every migration, in order. Listed by hand so that no file-system scan happens at start-up. */
@@ -55,9 +56,17 @@ async function upToDate(db: Kysely<Database>): Promise<boolean> {
   return rows.length === known.length && rows.every((row) => row.name in migrations);
 }
 
-/** Brings the database to the latest migration; throws with the failing migration's name on error. */
+/**
+ * Brings the database to the latest migration, then applies the repeatable SQL files that changed
+ * (src/db/sql/, see repeatable-sql.ts); throws with the failing migration's name on error.
+ */
 export async function migrateToLatest(db: Kysely<Database>): Promise<MigrationResult[]> {
-  if (await upToDate(db)) return [];
+  const results = (await upToDate(db)) ? [] : await runMigrations(db);
+  await applyRepeatableSql(db);
+  return results;
+}
+
+async function runMigrations(db: Kysely<Database>): Promise<MigrationResult[]> {
   const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
   const { error, results = [] } = await migrator.migrateToLatest();
   if (error) {

@@ -1,4 +1,4 @@
-import { type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.ts';
 
 /** Who is acting on the realtime tables: a signed-in user (or nobody), on a channel. */
@@ -10,22 +10,9 @@ export interface RealtimeCaller {
 }
 
 /**
- * The select-list that makes a transaction act as the caller: the transaction-local settings read by
- * auth.uid(), auth.role() and realtime.channel_name(), then the role itself (set_config('role') is SET
- * LOCAL ROLE). Further expressions may follow in the same statement; they run as the caller.
- * realtime.publish_as_caller (migration 0007) sets the same four in SQL for publishes: change both together.
- */
-export function callerSettings(caller: RealtimeCaller): RawBuilder<unknown> {
-  const role = caller.userId === undefined ? 'anon' : 'authenticated';
-  return sql`set_config('request.user_id', ${caller.userId ?? ''}, true),
-    set_config('request.role', ${role}, true),
-    set_config('realtime.channel_name', ${caller.channel}, true),
-    set_config('role', ${role}, true)`;
-}
-
-/**
- * Runs `work` in a transaction "as" the caller (see callerSettings). Row-level security then applies
- * to every statement of `work`, and all of it ends with the transaction.
+ * Runs `work` in a transaction acting as the caller: realtime.act_as_caller (src/db/sql/realtime.sql)
+ * sets what auth.uid(), auth.role() and realtime.channel_name() read, then the role. Row-level
+ * security then applies to every statement of `work`, and all of it ends with the transaction.
  */
 export async function asRealtimeCaller<T>(
   db: Kysely<Database>,
@@ -33,7 +20,7 @@ export async function asRealtimeCaller<T>(
   work: (trx: Transaction<Database>) => Promise<T>,
 ): Promise<T> {
   return db.transaction().execute(async (trx) => {
-    await sql`select ${callerSettings(caller)}`.execute(trx);
+    await sql`select realtime.act_as_caller(${caller.userId ?? null}::uuid, ${caller.channel})`.execute(trx);
     return work(trx);
   });
 }

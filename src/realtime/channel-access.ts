@@ -1,38 +1,29 @@
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
+import { type SubscriptionQuestion, subscribable } from '../db/repositories/realtime-access.ts';
 import type { Database } from '../db/schema.ts';
 
-/** A caller and a channel: may this user (undefined: anonymous) subscribe to this channel? */
-export interface SubscriptionQuestion {
-  userId: string | undefined;
-  channel: string;
-}
+/** A subscribe check that met policy changes on every attempt: the client is asked to try again. */
+export const SUBSCRIBE_ATTEMPTS = 3;
+
+/** What the subscribe policies say of a subscription: allowed, refused, or still changing (ask again shortly). */
+export type SubscribeDecision = 'allowed' | 'refused' | 'unsettled';
 
 /**
- * For each question, whether the subscribe policies allow it, in order: realtime.subscribable
- * (migration 0013) acts as each caller in turn and SELECTs from realtime.channels. One statement
- * and one round trip for any number of questions.
+ * Whether the caller may subscribe to `channel`: the subscribe policies decide, and nothing else
+ * (realtime.subscribable, the same function the re-check of live subscriptions asks). `generation`
+ * is bumped by every policy or channel change: when one came while the check ran, its re-check may
+ * pass before the socket joins, so the check is asked again, at most SUBSCRIBE_ATTEMPTS times in all.
  */
-export async function subscribable(
+export async function authorizeSubscribe(
   db: Kysely<Database>,
-  questions: readonly SubscriptionQuestion[],
-): Promise<boolean[]> {
-  if (questions.length === 0) return [];
-  const userIds = questions.map((q) => q.userId ?? null);
-  const channels = questions.map((q) => q.channel);
-  const result = await sql<{ ordinal: number; allowed: boolean }>`
-    select ordinal, allowed from realtime.subscribable(${userIds}::uuid[], ${channels}::text[])
-  `.execute(db);
-  const answers = new Array<boolean>(questions.length).fill(false);
-  for (const row of result.rows) answers[row.ordinal - 1] = row.allowed;
-  return answers;
-}
-
-/** Whether the caller may subscribe to `channel`: the subscribe policies decide, and nothing else. */
-export async function maySubscribe(
-  db: Kysely<Database>,
-  userId: string | undefined,
-  channel: string,
-): Promise<boolean> {
-  const [allowed] = await subscribable(db, [{ userId, channel }]);
-  return allowed === true;
+  question: SubscriptionQuestion,
+  generation: () => number,
+): Promise<SubscribeDecision> {
+  for (let attempt = 1; attempt <= SUBSCRIBE_ATTEMPTS; attempt++) {
+    const before = generation();
+    const [allowed] = await subscribable(db, [question]);
+    if (allowed !== true) return 'refused';
+    if (before === generation()) return 'allowed';
+  }
+  return 'unsettled';
 }

@@ -1,11 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
+import { isRetryable } from '../db/errors.ts';
+import { subscribable } from '../db/repositories/realtime-access.ts';
 import type { Database } from '../db/schema.ts';
-import { subscribable } from './channel-access.ts';
 import { roomOf } from './fanout.ts';
 import { emitRealtimeError, type RealtimeSocket } from './handshake.ts';
 import type { PolicyCache } from './policy-cache.ts';
-import type { PresenceMember } from './protocol.ts';
+import { announceLeave } from './presence.ts';
 import { type RecheckPass, SubscriptionRecheck } from './recheck.ts';
 
 export interface LiveSubscriptionsOptions {
@@ -14,7 +15,6 @@ export interface LiveSubscriptionsOptions {
   policies: PolicyCache;
   /** Between periodic re-checks (REALTIME_RECHECK_SECONDS); 0: none. */
   periodMs: number;
-  isTransient(err: unknown): boolean;
   log: FastifyBaseLogger;
   onPass?(pass: RecheckPass): void;
 }
@@ -31,7 +31,7 @@ export class LiveSubscriptions {
   readonly #recheck: SubscriptionRecheck<RealtimeSocket>;
   readonly #stopPolicyWatch: () => void;
 
-  constructor({ db, policies, periodMs, isTransient, log, onPass }: LiveSubscriptionsOptions) {
+  constructor({ db, policies, periodMs, log, onPass }: LiveSubscriptionsOptions) {
     const live = this.#live;
     this.#recheck = new SubscriptionRecheck<RealtimeSocket>({
       *list() {
@@ -41,7 +41,7 @@ export class LiveSubscriptions {
       },
       check: (questions) => subscribable(db, questions),
       end: (s) => this.#end(s.socket, s.channel, s.joined),
-      isTransient,
+      isTransient: isRetryable,
       periodMs,
       log,
       onPass: (pass) => {
@@ -84,8 +84,7 @@ export class LiveSubscriptions {
   leave(socket: RealtimeSocket, channel: string): void {
     this.#live.get(socket)?.delete(channel);
     void socket.leave(roomOf(channel));
-    const member: PresenceMember = { presenceId: socket.data.presenceId, userId: socket.data.userId ?? null };
-    socket.to(roomOf(channel)).emit('presence:leave', { meta: { channel }, member });
+    announceLeave(socket, channel);
   }
 
   close(): void {

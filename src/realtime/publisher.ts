@@ -65,7 +65,7 @@ export async function publishMessage(
     timestamp: now.toISOString(),
   };
   const delivery: Delivery = { channel: input.channel, event: input.event, body: { ...input.payload, meta } };
-  /** realtime.publish_as_caller (migration 0007): one statement, one round trip. */
+  /** realtime.publish_as_caller (src/db/sql/realtime.sql): one statement, one round trip. */
   const publishStatement = () => {
     const notification = fanout.notification(delivery);
     return sql`

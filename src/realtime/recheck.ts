@@ -1,6 +1,6 @@
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
-import type { SubscriptionQuestion } from './channel-access.ts';
+import type { SubscriptionQuestion } from '../db/repositories/realtime-access.ts';
 
 /** One live subscription of this instance, as the re-check sees it. */
 export interface LiveSubscription<S = unknown> {
