@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { ConfigError, loadConfig } from '../src/config.ts';
+import { ConfigError, configVariableNames, loadConfig } from '../src/config.ts';
 import { estimateEntropyBits } from '../src/secret-strength.ts';
 
 /** A random signing key as `openssl rand -base64 48` prints it. */
@@ -303,5 +304,26 @@ t.test('CORS_ORIGINS and the refresh cookie settings are checked with one line e
     loadConfig({ COOKIE_DOMAIN: 'api.example.com', PUBLIC_URL: 'https://api.example.com' }).cookie.domain,
     'api.example.com',
     "PUBLIC_URL's own host",
+  );
+});
+
+t.test('docs/configuration.md documents every variable, and only those', async (t) => {
+  const page = readFileSync(new URL('../docs/configuration.md', import.meta.url), 'utf8');
+  // The first cell of each table row: one or more `NAME`s.
+  const documented = page
+    .split('\n')
+    .filter((line) => line.startsWith('| `'))
+    .flatMap((line) => [...(line.split('|')[1] ?? '').matchAll(/`([A-Z0-9_<>]+)`/g)].map((m) => m[1] ?? ''));
+  const declared = configVariableNames();
+  t.same(
+    declared.filter((name) => !documented.includes(name)),
+    [],
+    'every variable of src/config.ts has a row',
+  );
+  // OAUTH_* are read by src/auth/oauth/provider-config.ts, one set per provider.
+  t.same(
+    documented.filter((name) => !declared.includes(name) && !name.startsWith('OAUTH_')),
+    [],
+    'every row names a variable of src/config.ts',
   );
 });
