@@ -19,6 +19,7 @@ import type { AppContext } from './context.ts';
 import { registerContractDocs, registerContractRoutes } from './contract-routes.ts';
 import { corsHeaders, registerCors } from './cors.ts';
 import type { DatabaseHandle } from './db/database.ts';
+import { NotificationListener } from './db/notification-listener.ts';
 import { createEmbeddingsService } from './embeddings/embeddings-service.ts';
 import { errorHandler, notFoundHandler, toErrorResponse } from './errors.ts';
 import { clientErrorHandler, serverFactory } from './http-server.ts';
@@ -130,16 +131,29 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   await app.register(fastifyCookie);
   await app.register(fastifyJwt, jwtOptions(secret, config.accessTokenTtlSeconds));
 
+  // The process's one LISTEN connection (PostgreSQL), for the session revocations and the realtime
+  // policies, and its one fallback poll while it cannot listen. Its subscribers come in before it starts.
+  const notifications = new NotificationListener({
+    url: config.database.kind === 'postgres' ? config.database.url : undefined,
+    name: 'notification listener',
+    log: app.log,
+  });
+  app.addHook('onClose', () => notifications.close());
   // Access tokens expire by the system clock (the JWT library's), so revocations are kept by it too.
   const revocations = createSessionRevocations({
     db,
     database: config.database,
+    notifications,
     accessTokenTtlSeconds: config.accessTokenTtlSeconds,
     log: app.log,
   });
   app.decorate('sessionRevocations', revocations);
-  await revocations.start();
   app.addHook('onClose', () => revocations.close());
+  const realtimePolicies = new PolicyCache(db, notifications, app.log);
+  app.addHook('onClose', () => realtimePolicies.close());
+  await notifications.start();
+  await revocations.start();
+  await realtimePolicies.start();
 
   const redis = await connectRedis(config, app.log);
   if (redis !== undefined) app.addHook('onClose', () => closeRedis(redis));
@@ -177,9 +191,6 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     redis,
   });
   app.addHook('onClose', () => embeddings.close());
-  const realtimePolicies = new PolicyCache(db, config.database, app.log);
-  await realtimePolicies.start();
-  app.addHook('onClose', () => realtimePolicies.close());
   const realtime = startRealtimeServer(app, {
     config,
     db,

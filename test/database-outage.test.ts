@@ -17,6 +17,7 @@ import { sha256Hex } from '../src/auth/crypto.ts';
 import { loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
+import { LISTENER_APPLICATION_NAME } from '../src/db/notification-listener.ts';
 import { HEALTH_DEADLINE_MS } from '../src/handlers/health.ts';
 import { decodeClaims, newEmail, PASSWORD, pause } from './helpers/auth.ts';
 import { checkResponsesAgainstContract } from './helpers/contract-check.ts';
@@ -567,8 +568,8 @@ async function outageTest(t: Test): Promise<void> {
     causes.set(key, (causes.get(key) ?? 0) + 1);
   }
   t.comment(`causes of the 503s (server log): ${JSON.stringify(Object.fromEntries(causes))}`);
-  // Two LISTEN connections (realtime policies, session revocations): each warns once per outage.
-  const listeners = ['realtime policy listener lost', 'session revocation listener lost'];
+  // One LISTEN connection (realtime policies and session revocations): it warns once per outage.
+  const listeners = ['notification listener lost'];
   const listenerLost = logs.filter((l) => listeners.some((prefix) => l.msg.startsWith(prefix)));
   for (const w of outages) {
     for (const prefix of listeners) {
@@ -618,10 +619,11 @@ async function outageTest(t: Test): Promise<void> {
     t.equal(sessions.rows[0].n, sids.length, 'every session answered 200/201 is in the database');
     t.equal(tokens.rows[0].n, ackSessions.length, 'every refresh token handed out is recorded for its session');
 
-    // The listener's last statement is its look-up of the event trigger: one such connection, no leaked ones.
+    // The process's LISTEN connection (src/db/notification-listener.ts): one, no leaked ones.
     const listeners = await client.query(
       `select count(*)::int as n from pg_stat_activity
-       where datname = 'app' and pid <> pg_backend_pid() and query ilike '%pg_event_trigger%realtime_policy_change%'`,
+       where datname = 'app' and pid <> pg_backend_pid() and application_name = $1`,
+      [LISTENER_APPLICATION_NAME],
     );
     t.equal(listeners.rows[0].n, 1, 'the policy cache listens again, on exactly one connection');
     await client.query('create policy outage_probe on realtime.channels for select to authenticated using (true)');

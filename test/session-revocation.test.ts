@@ -10,6 +10,7 @@ import t, { type Test } from 'tap';
 import { buildApp } from '../src/app.ts';
 import { createSessionRevocations, type SessionRevocations } from '../src/auth/session-revocations.ts';
 import { openDatabase } from '../src/db/database.ts';
+import { LISTENER_APPLICATION_NAME } from '../src/db/notification-listener.ts';
 import type { Database } from '../src/db/schema.ts';
 import { type AuthTestApp, buildAuthTestApp, decodeClaims, newEmail, PASSWORD } from './helpers/auth.ts';
 import { usingPostgres } from './helpers/database.ts';
@@ -334,11 +335,11 @@ t.test('two instances on one PostgreSQL database', { skip: !usingPostgres && 'Po
     return first.changePassword(caller.accessToken, 'a new and longer passphrase');
   });
 
-  // The LISTEN connections are cut (a failover, a restarted pooler): what is revoked meanwhile is
-  // caught up by the poll while they are down, or the load when they are back.
+  // The LISTEN connections (one per instance) are cut (a failover, a restarted pooler): what is
+  // revoked meanwhile is caught up by the poll while they are down, or the load when they are back.
   const terminated = await sql<{ n: number }>`
     select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
-    where datname = current_database() and query = 'listen auth_session_revoked'
+    where datname = current_database() and application_name = ${LISTENER_APPLICATION_NAME}
   `.execute(first.database.handle.db);
   t.equal(terminated.rows[0]?.n, 2, 'both instances lost their LISTEN connection');
   await revokeOnAMeasureOnB('logout on A while the LISTEN connections are down', (s) => first.logout(s.refreshToken));

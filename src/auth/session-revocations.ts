@@ -5,11 +5,8 @@ import { NotificationListener } from '../db/notification-listener.ts';
 import { listRevokedSince, SESSION_REVOKED_CHANNEL } from '../db/repositories/sessions.ts';
 import type { Database } from '../db/schema.ts';
 
-/** The channel on which the transaction that revokes a session announces its id (pg_notify). */
 /** How many revoked sessions are remembered at most; the oldest make room. */
 export const MAX_REVOKED_SESSIONS = 100_000;
-/** While the LISTEN connection is down, how often the recent revocations are read from the table. */
-export const REVOCATION_POLL_MS = 1_000;
 /**
  * Added to the access-token lifetime when deciding how far back to look and how long to remember:
  * `revoked_at` comes from the clock of the instance that revoked, which may be a little off ours.
@@ -31,6 +28,12 @@ export interface SessionRevocations {
 export interface SessionRevocationsOptions {
   db: Kysely<Database>;
   database: DatabaseConfig;
+  /**
+   * The process's LISTEN connection (src/db/notification-listener.ts), started by its owner once
+   * every subscriber is in. Without one (an instance of its own, as in tests), the revocations open
+   * and close their own.
+   */
+  notifications?: NotificationListener | undefined;
   accessTokenTtlSeconds: number;
   log: FastifyBaseLogger;
   /** Milliseconds since the epoch; the clock access tokens expire by (Date.now by default). */
@@ -48,9 +51,9 @@ export interface SessionRevocationsOptions {
  * Instances learn of each other's revocations through PostgreSQL NOTIFY on SESSION_REVOKED_CHANNEL,
  * sent by the revoking transaction itself (so a notification means a committed revocation). On
  * start and after every (re)connection of the LISTEN connection the recent revocations are read
- * from the sessions table, and while that connection is down they are read every second, so an
- * instance that was away misses nothing. On PGlite there is only ever one process: what it revokes
- * itself (add) and what the table held at start are all there is.
+ * from the sessions table, and while that connection is down they are read every second (the
+ * listener's fallback poll), so an instance that was away misses nothing. On PGlite there is only ever
+ * one process: what it revokes itself (add) and what the table held at start are all there is.
  */
 export function createSessionRevocations(opts: SessionRevocationsOptions): SessionRevocations {
   const { db, database, log } = opts;
@@ -60,8 +63,16 @@ export function createSessionRevocations(opts: SessionRevocationsOptions): Sessi
   /** Session id -> when the last access token it may have issued expires (ms); oldest insertion first. */
   const revoked = new Map<string, number>();
   const listeners = new Set<(sessionId: string) => void>();
-  let listener: NotificationListener | undefined;
-  let pollTimer: NodeJS.Timeout | undefined;
+  const ownListener =
+    opts.notifications === undefined
+      ? new NotificationListener({
+          url: database.kind === 'postgres' ? database.url : undefined,
+          name: 'session revocation listener',
+          log,
+        })
+      : undefined;
+  const notifications = opts.notifications ?? (ownListener as NotificationListener);
+  let started = false;
   let loading: Promise<void> | undefined;
   let lastFullWarning = Number.NEGATIVE_INFINITY;
   let closed = false;
@@ -129,6 +140,26 @@ export function createSessionRevocations(opts: SessionRevocationsOptions): Sessi
     return loading;
   }
 
+  const unsubscribe = notifications.subscribe({
+    name: 'revoked sessions',
+    channels: [SESSION_REVOKED_CHANNEL],
+    onNotification: (_channel, payload) => {
+      if (payload !== undefined && SESSION_ID.test(payload)) {
+        remember(payload, now() + ttlMs + CLOCK_SKEW_MARGIN_MS);
+      } else {
+        log.warn({ payload: payload?.slice(0, 64) }, 'revoked sessions: a notification without a session id');
+      }
+    },
+    // Revocations committed while no connection listened were not announced to this one. A
+    // poll already under way may have read the table before LISTEN: read it again after.
+    onConnected: async () => {
+      await loading?.catch(() => {});
+      await load();
+    },
+    // Other processes revoke only on PostgreSQL.
+    ...(notifications.connects ? { poll: load } : {}),
+  });
+
   return {
     add(sessionIds) {
       const expiresAt = now() + ttlMs + CLOCK_SKEW_MARGIN_MS;
@@ -153,45 +184,22 @@ export function createSessionRevocations(opts: SessionRevocationsOptions): Sessi
     },
 
     async start() {
-      if (closed || listener !== undefined) return;
-      if (database.kind !== 'postgres') {
+      if (closed || started) return;
+      started = true;
+      if (!notifications.connects) {
         // One process only: what an earlier run revoked is in the table.
         await load();
         return;
       }
-      listener = new NotificationListener({
-        url: database.url,
-        channels: [SESSION_REVOKED_CHANNEL],
-        name: 'session revocation listener',
-        log,
-        onNotification: (_channel, payload) => {
-          if (payload !== undefined && SESSION_ID.test(payload)) {
-            remember(payload, now() + ttlMs + CLOCK_SKEW_MARGIN_MS);
-          } else {
-            log.warn({ payload: payload?.slice(0, 64) }, 'revoked sessions: a notification without a session id');
-          }
-        },
-        // Revocations committed while no connection listened were not announced to this one. A
-        // poll already under way may have read the table before LISTEN: read it again after.
-        onConnected: async () => {
-          await loading?.catch(() => {});
-          await load();
-        },
-      });
-      await listener.start();
-      if (!listener.listening) await load().catch((err: Error) => log.warn({ err }, 'revoked sessions: load failed'));
-      pollTimer = setInterval(() => {
-        if (listener?.listening === false) {
-          load().catch((err: Error) => log.debug({ err: { message: err.message } }, 'revoked sessions: poll failed'));
-        }
-      }, REVOCATION_POLL_MS);
-      pollTimer.unref();
+      await ownListener?.start();
+      if (!notifications.listening)
+        await load().catch((err: Error) => log.warn({ err }, 'revoked sessions: load failed'));
     },
 
     async close() {
       closed = true;
-      clearInterval(pollTimer);
-      await listener?.close();
+      unsubscribe();
+      await ownListener?.close();
       await loading?.catch(() => {});
       listeners.clear();
     },

@@ -1,15 +1,14 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
-import type { DatabaseConfig } from '../config.ts';
-import { NotificationListener } from '../db/notification-listener.ts';
+import { FALLBACK_POLL_MS, type NotificationListener } from '../db/notification-listener.ts';
 import { listRealtimePolicies, type PolicyRow } from '../db/repositories/realtime-policies.ts';
 import type { Executor } from '../db/schema.ts';
 
 export const POLICY_CHANNEL = 'realtime_policies_changed';
 /** Announces a change to realtime.channels made through the API (no policy changed, but who may subscribe did). */
 export const CHANNELS_CHANNEL = 'realtime_channels_changed';
-/** Freshness without notifications (PGlite, or while the listening connection is down). */
-export const POLICY_TTL_MS = 1_000;
+/** Freshness without notifications (PGlite, or while the listening connection is down): the fallback poll's period. */
+export const POLICY_TTL_MS = FALLBACK_POLL_MS;
 /** With a live LISTEN connection the cache is still reloaded this often, as a safety net. */
 const LISTENING_TTL_MS = 60_000;
 
@@ -20,11 +19,11 @@ export interface RealtimePermissions {
 
 /**
  * The realtime policies, served from memory, and the news that who may subscribe may have changed.
- * On PostgreSQL a dedicated connection LISTENs for the event trigger's notification, so that a
- * policy created, altered or dropped anywhere is seen by every instance within a round trip, and
- * for channels changed through the API on any instance. Without notifications (PGlite, no event
- * trigger, or the connection down) entries live POLICY_TTL_MS, and the policies are read every
- * POLICY_TTL_MS to notice a change. Concurrent misses share one load, and a load overtaken by a
+ * On PostgreSQL the process's LISTEN connection (src/db/notification-listener.ts) hears the event
+ * trigger's notification, so that a policy created, altered or dropped anywhere is seen by every
+ * instance within a round trip, and channels changed through the API on any instance. Without
+ * notifications (PGlite, no event trigger, or the connection down) entries live POLICY_TTL_MS, and
+ * the listener's fallback poll reads the policies every POLICY_TTL_MS to notice a change. Concurrent misses share one load, and a load overtaken by a
  * notification is not kept. `onChange` listeners hear of every change (src/realtime/recheck.ts
  * re-checks the live subscriptions).
  */
@@ -34,37 +33,26 @@ export class PolicyCache {
   #loading: Promise<RealtimePermissions> | undefined;
   /** Bumped by every notification: a load that started under an older generation is stale. */
   #generation = 0;
-  #listener: NotificationListener | undefined;
   /** Whether the database has the event trigger that announces policy changes. */
   #notifying = false;
   readonly #changeListeners = new Set<() => void>();
-  /** The policies last read by the poll (JSON), to notice a change when nothing announces one. */
+  /** The policies last read (JSON), to notice a change when nothing announces one. */
   #lastSeen: string | undefined;
-  #poll: NodeJS.Timeout | undefined;
-  #polling = false;
+  #started = false;
 
   readonly #db: Executor;
-  readonly #database: DatabaseConfig;
+  readonly #notifications: NotificationListener;
+  readonly #unsubscribe: () => void;
   readonly #log: FastifyBaseLogger;
 
-  constructor(db: Executor, database: DatabaseConfig, log: FastifyBaseLogger) {
+  /** Subscribes to `notifications`, which its owner starts once every subscriber is in. */
+  constructor(db: Executor, notifications: NotificationListener, log: FastifyBaseLogger) {
     this.#db = db;
-    this.#database = database;
+    this.#notifications = notifications;
     this.#log = log;
-  }
-
-  /** Starts watching for changes; resolves once the first attempt to listen (PostgreSQL) is settled. */
-  async start(): Promise<void> {
-    if (this.#poll !== undefined) return;
-    this.#lastSeen = JSON.stringify(await listRealtimePolicies(this.#db).catch(() => undefined));
-    this.#poll = setInterval(() => void this.#pollPolicies(), POLICY_TTL_MS);
-    this.#poll.unref();
-    if (this.#database.kind !== 'postgres' || this.#listener !== undefined) return;
-    this.#listener = new NotificationListener({
-      url: this.#database.url,
+    this.#unsubscribe = notifications.subscribe({
+      name: 'realtime policies',
       channels: [POLICY_CHANNEL, CHANNELS_CHANNEL],
-      name: 'realtime policy listener',
-      log: this.#log,
       onNotification: (channel) => {
         if (channel === POLICY_CHANNEL) this.invalidate();
         this.#changed();
@@ -79,8 +67,21 @@ export class PolicyCache {
         this.invalidate();
         this.#changed();
       },
+      poll: () => this.#pollPolicies(),
+      missesNotifications: () => !this.#notifying,
     });
-    await this.#listener.start();
+  }
+
+  /** Reads the policies a change is compared with; the poll runs from then on. */
+  async start(): Promise<void> {
+    if (this.#started) return;
+    this.#started = true;
+    this.#lastSeen = JSON.stringify(await listRealtimePolicies(this.#db).catch(() => undefined));
+  }
+
+  /** Whether policy changes arrive as notifications right now. */
+  get #announced(): boolean {
+    return this.#notifications.listening && this.#notifying;
   }
 
   /** Calls `listener` whenever the policies or the channels may have changed. Returns an unsubscribe. */
@@ -98,8 +99,8 @@ export class PolicyCache {
    */
   async channelsChanged(): Promise<void> {
     // With a live listener, this instance hears its own announcement like every other one.
-    if (this.#database.kind !== 'postgres' || this.#listener?.listening !== true) this.#changed();
-    if (this.#database.kind !== 'postgres') return;
+    if (!this.#notifications.listening) this.#changed();
+    if (!this.#notifications.connects) return;
     // The change is stored already: should the announcement fail, the other instances see it at
     // their next periodic re-check (or when their listener reconnects), and the caller still succeeds.
     await sql`select pg_notify(${CHANNELS_CHANNEL}, '')`.execute(this.#db).catch((err: Error) => {
@@ -118,29 +119,21 @@ export class PolicyCache {
     }
   }
 
-  /** Where nothing announces policy changes, reads them every POLICY_TTL_MS and compares. */
+  /** Where nothing announces policy changes (the listener's fallback poll), reads them and compares. */
   async #pollPolicies(): Promise<void> {
-    if (this.#polling || (this.#listener?.listening === true && this.#notifying)) return;
-    this.#polling = true;
-    try {
-      const seen = JSON.stringify(await listRealtimePolicies(this.#db));
-      if (seen !== this.#lastSeen) {
-        const first = this.#lastSeen === undefined;
-        this.#lastSeen = seen;
-        if (!first) {
-          this.invalidate();
-          this.#changed();
-        }
-      }
-    } catch (err) {
-      this.#log.debug({ err: { message: (err as Error).message } }, 'realtime policies: poll failed');
-    } finally {
-      this.#polling = false;
+    if (!this.#started) return;
+    const seen = JSON.stringify(await listRealtimePolicies(this.#db));
+    if (seen === this.#lastSeen) return;
+    const first = this.#lastSeen === undefined;
+    this.#lastSeen = seen;
+    if (!first) {
+      this.invalidate();
+      this.#changed();
     }
   }
 
   get(): Promise<RealtimePermissions> | RealtimePermissions {
-    const ttl = this.#listener?.listening === true && this.#notifying ? LISTENING_TTL_MS : POLICY_TTL_MS;
+    const ttl = this.#announced ? LISTENING_TTL_MS : POLICY_TTL_MS;
     if (this.#value !== undefined && Date.now() - this.#loadedAt < ttl) return this.#value;
     if (this.#loading === undefined) {
       const loading = this.#load().finally(() => {
@@ -174,8 +167,7 @@ export class PolicyCache {
   }
 
   async close(): Promise<void> {
-    clearInterval(this.#poll);
+    this.#unsubscribe();
     this.#changeListeners.clear();
-    await this.#listener?.close();
   }
 }
