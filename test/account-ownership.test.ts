@@ -105,10 +105,10 @@ t.test(
     // The only email the victim has is the attacker's: using it proves the mailbox and nothing more.
     const token = await verifyWithMail(s, email, 1);
     const row = await s.database.handle.db
-      .selectFrom('email_verifications')
-      .innerJoin('users', 'users.id', 'email_verifications.user_id')
+      .selectFrom('one_time_codes')
       .select(['contested', 'pending_password_hash'])
-      .where('users.email', '=', email)
+      .where('purpose', '=', 'verification')
+      .where('email', '=', email)
       .executeTakeFirst()
       .catch((err: Error) => err.message);
     await assertOnlyTheOwnerGetsIn(t, s, email, token);

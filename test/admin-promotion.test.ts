@@ -1,13 +1,9 @@
 // ADMIN_EMAIL naming an account someone else already holds (a squatter who signed up first while
 // verification was not required): promoting it ends every session it had and deletes its pending
 // verifications, and says so in the log.
-import { Writable } from 'node:stream';
 import t from 'tap';
-import { buildApp } from '../src/app.ts';
-import { loadConfig } from '../src/config.ts';
-import { buildTestApp } from './helpers/app.ts';
+import { buildAnotherInstance, buildTestApp } from './helpers/app.ts';
 import { newEmail, PASSWORD } from './helpers/auth.ts';
-import { checkResponsesAgainstContract } from './helpers/contract-check.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 
 t.test('start-up promoting an existing account to administrator revokes what its holder had', async (t) => {
@@ -15,47 +11,33 @@ t.test('start-up promoting an existing account to administrator revokes what its
   const first = await buildTestApp(t, {
     env: { REQUIRE_EMAIL_VERIFICATION: 'false', JWT_SECRET: 'k'.repeat(16) + 'x'.repeat(16) },
   });
-  const signUp = await first.app.inject({
-    method: 'POST',
-    url: '/api/auth/users?client_type=mobile',
-    payload: { email, password: 'squatter password' },
+  const signUp = await first.api.post('/api/auth/users', {
+    query: { client_type: 'mobile' },
+    body: { email, password: 'squatter password' },
   });
   t.equal(signUp.statusCode, 201, 'the squatter signed up without verification');
   const squatter = JSON.parse(signUp.body) as { accessToken: string; refreshToken: string };
   // A pending verification of the account (the squatter asked for a verification email).
-  await first.app.inject({ method: 'POST', url: '/api/auth/email/send-verification', payload: { email } });
+  await first.api.post('/api/auth/email/send-verification', { body: { email } });
 
   // The operator restarts with ADMIN_EMAIL naming that address (same database, same signing key).
-  const lines: string[] = [];
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      lines.push(String(chunk));
-      done();
+  const second = await buildAnotherInstance(t, first, {
+    env: {
+      REQUIRE_EMAIL_VERIFICATION: 'false',
+      JWT_SECRET: 'k'.repeat(16) + 'x'.repeat(16),
+      ADMIN_EMAIL: email,
+      ADMIN_PASSWORD: PASSWORD,
     },
+    logLevel: 'warn',
   });
-  const config = loadConfig({
-    NODE_ENV: 'test',
-    DATABASE_URL: first.database.url,
-    REQUIRE_EMAIL_VERIFICATION: 'false',
-    JWT_SECRET: 'k'.repeat(16) + 'x'.repeat(16),
-    ADMIN_EMAIL: email,
-    ADMIN_PASSWORD: PASSWORD,
-  });
-  const second = await buildApp(config, { database: first.database.handle, logger: { level: 'warn', stream } });
-  checkResponsesAgainstContract(second);
-  await second.ready();
-  t.teardown(() => second.close());
+  const { api, lines } = second;
 
-  const refreshed = await second.inject({
-    method: 'POST',
-    url: '/api/auth/refresh?client_type=mobile',
-    payload: { refreshToken: squatter.refreshToken },
+  const refreshed = await api.post('/api/auth/refresh', {
+    query: { client_type: 'mobile' },
+    body: { refreshToken: squatter.refreshToken },
   });
   assertErrorBody(t, refreshed, 401, 'REFRESH_TOKEN_INVALID');
-  const listed = await second.inject({
-    url: '/api/auth/users',
-    headers: { authorization: `Bearer ${squatter.accessToken}` },
-  });
+  const listed = await api.get('/api/auth/users', { headers: { authorization: `Bearer ${squatter.accessToken}` } });
   assertErrorBody(t, listed, 401, 'SESSION_REVOKED');
   const pending = await first.database.handle.db
     .selectFrom('email_verifications')
@@ -70,19 +52,12 @@ t.test('start-up promoting an existing account to administrator revokes what its
   t.ok(warning, 'a warning names the promotion');
   t.equal(warning?.revokedSessions, 1, 'and what was revoked');
 
-  const admin = await second.inject({
-    method: 'POST',
-    url: '/api/auth/sessions?client_type=mobile',
-    payload: { email, password: PASSWORD },
-  });
+  const signIn = (password: string) =>
+    api.post('/api/auth/sessions', { query: { client_type: 'mobile' }, body: { email, password } });
+  const admin = await signIn(PASSWORD);
   t.equal(admin.statusCode, 200, 'the configured password signs in');
-  const { accessToken } = JSON.parse(admin.body) as { accessToken: string };
-  const asAdmin = await second.inject({ url: '/api/auth/users', headers: { authorization: `Bearer ${accessToken}` } });
+  const { accessToken } = admin.json();
+  const asAdmin = await api.get('/api/auth/users', { headers: { authorization: `Bearer ${accessToken}` } });
   t.equal(asAdmin.statusCode, 200, "the administrator's own session lists users");
-  const oldPassword = await second.inject({
-    method: 'POST',
-    url: '/api/auth/sessions?client_type=mobile',
-    payload: { email, password: 'squatter password' },
-  });
-  assertErrorBody(t, oldPassword, 401, 'INVALID_CREDENTIALS');
+  assertErrorBody(t, await signIn('squatter password'), 401, 'INVALID_CREDENTIALS');
 });

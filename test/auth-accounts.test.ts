@@ -199,8 +199,8 @@ t.test('secrets at rest: no password, code, link token or refresh token in plain
   t.equal(row?.password_hash, null, 'an unverified account holds no password yet');
   t.notOk(users.text.includes(password), 'no column of users contains the password');
 
-  const verifications = await tableText('email_verifications');
-  t.ok(verifications.rows.length > 0, 'email_verifications has the pending verification');
+  const verifications = await tableText('one_time_codes');
+  t.ok(verifications.rows.length > 0, 'one_time_codes has the pending verification');
   const pending = String(verifications.rows[0]?.pending_password_hash ?? '');
   t.match(pending, /^scrypt\$/, "the sign-up's password waits there as a scrypt hash");
   t.notOk(verifications.text.includes(password), 'no column holds the password');

@@ -1,6 +1,6 @@
+import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as sessions from '../db/repositories/sessions.ts';
 import * as users from '../db/repositories/users.ts';
-import * as verifications from '../db/repositories/verifications.ts';
 import type { AuthDeps } from './auth-context.ts';
 import { hashPassword, verifyPassword } from './crypto.ts';
 import type { SessionIssuer } from './session-issuer.ts';
@@ -24,7 +24,7 @@ export function createAdminAccount(deps: AuthDeps, issuer: SessionIssuer) {
     const hash = samePassword && existing?.password_hash ? existing.password_hash : await hashPassword(password);
     const ended = await db.transaction().execute(async (trx) => {
       const id = await users.upsertAdmin(trx, email, hash);
-      await verifications.deleteVerifications(trx, id);
+      await oneTimeCodes.deleteAccountCodes(trx, { id, email }, ['verification']);
       return sessions.revokeUserSessions(trx, id, clock.now());
     });
     issuer.revoked(ended);

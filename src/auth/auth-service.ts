@@ -5,9 +5,9 @@ import { createAdminAccount } from './admin-account.ts';
 import type { AuthDeps } from './auth-context.ts';
 import { createBackgroundMail } from './background-mail.ts';
 import { createChangePassword } from './change-password.ts';
-import { createEmailCodeChecks } from './email-codes.ts';
-import { createCodeIssuer, createEmailVerification } from './email-verification.ts';
+import { createEmailVerification } from './email-verification.ts';
 import { createOAuthSignIn } from './oauth/oauth-sign-in.ts';
+import { createOneTimeCodes } from './one-time-codes.ts';
 import { createPasswordReset } from './password-reset.ts';
 import { createPasswordlessSignIn } from './passwordless-sign-in.ts';
 import { createProfiles } from './profiles.ts';
@@ -48,12 +48,11 @@ function reporting<Args extends unknown[], Result>(
 export function createAuthService(deps: AuthDeps) {
   const mail = createBackgroundMail(deps.mailer, deps.db, deps.log);
   const sessions = createSessionIssuer(deps);
-  const codes = createCodeIssuer(deps);
+  const codes = createOneTimeCodes(deps);
   const { sendVerification, verifyEmail, confirmEmail } = createEmailVerification(deps, sessions, mail, codes);
   const { refresh, logout } = createSessionRefresh(deps, sessions);
-  const emailCodes = createEmailCodeChecks(deps);
-  const passwordReset = createPasswordReset(deps, sessions, mail, emailCodes);
-  const passwordless = createPasswordlessSignIn(deps, sessions, mail, emailCodes);
+  const passwordReset = createPasswordReset(deps, sessions, mail, codes);
+  const passwordless = createPasswordlessSignIn(deps, sessions, mail, codes);
   const events = deps.events;
 
   async function currentUser(userId: string): Promise<ApiUser> {

@@ -1,8 +1,7 @@
 import * as accounts from '../db/repositories/account-admin.ts';
-import * as emailCodes from '../db/repositories/email-codes.ts';
+import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as sessions from '../db/repositories/sessions.ts';
 import * as users from '../db/repositories/users.ts';
-import * as verifications from '../db/repositories/verifications.ts';
 import { ApiError } from '../errors.ts';
 import type { AuthDeps } from './auth-context.ts';
 import { hashPassword, verifyPassword } from './crypto.ts';
@@ -52,8 +51,7 @@ export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
         throw new ApiError('PASSWORD_INCORRECT', 'The password changed meanwhile; sign in again');
       }
       // Codes and links sent before (verification, sign-in, reset) must not undo this one.
-      await verifications.deleteVerifications(trx, user.id);
-      await emailCodes.deleteAccountCodes(trx, user.id, user.email);
+      await oneTimeCodes.deleteAccountCodes(trx, user);
       return sessions.revokeUserSessions(trx, user.id, clock.now(), caller.sessionId);
     });
     issuer.revoked(ended);

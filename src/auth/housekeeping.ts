@@ -1,8 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { deleteStaleAddressRecords } from '../db/repositories/address-limits.ts';
-import { deleteExpiredCodes } from '../db/repositories/email-codes.ts';
 import { deleteExpiredOAuthRecords } from '../db/repositories/oauth.ts';
+import { deleteExpiredCodes } from '../db/repositories/one-time-codes.ts';
 import type { Database } from '../db/schema.ts';
 import { startPeriodicJob } from '../periodic-job.ts';
 import { EMAIL_LIMITS } from './auth-context.ts';

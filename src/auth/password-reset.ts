@@ -1,8 +1,7 @@
 import * as addressLimits from '../db/repositories/address-limits.ts';
-import * as emailCodes from '../db/repositories/email-codes.ts';
 import * as accounts from '../db/repositories/mailbox-accounts.ts';
+import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as sessions from '../db/repositories/sessions.ts';
-import * as verifications from '../db/repositories/verifications.ts';
 import { passwordResetEmail } from '../mail/templates.ts';
 import {
   type AuthDeps,
@@ -15,8 +14,8 @@ import {
   requesterOf,
 } from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
-import { hashPassword, newHexToken, newOtpCode, sha256Hex } from './crypto.ts';
-import type { EmailCodeChecks } from './email-codes.ts';
+import { hashPassword, newHexToken, sha256Hex } from './crypto.ts';
+import type { OneTimeCodes } from './one-time-codes.ts';
 import type { SessionIssuer } from './session-issuer.ts';
 import { createUnprovenPasswords } from './unproven-password.ts';
 
@@ -33,12 +32,7 @@ export function resetLink(page: string, token: string, redirectTo: string | unde
  * Password reset: a code and an independent link token by email, a code exchanged for a reset
  * token, and the reset itself (a new password, the address verified, every session ended).
  */
-export function createPasswordReset(
-  deps: AuthDeps,
-  issuer: SessionIssuer,
-  mail: BackgroundMail,
-  codes: EmailCodeChecks,
-) {
+export function createPasswordReset(deps: AuthDeps, issuer: SessionIssuer, mail: BackgroundMail, codes: OneTimeCodes) {
   const { db, config, clock, signInThrottle } = deps;
   const unproven = createUnprovenPasswords(issuer, mail);
 
@@ -56,29 +50,19 @@ export function createPasswordReset(
     const email = emailInput.toLowerCase();
     const now = clock.now();
     const requester = requesterOf(client);
-    const code = newOtpCode();
-    const token = newHexToken();
+    const issued = codes.next('password_reset', email, now);
     let claim: addressLimits.EmailClaim | undefined;
     const sent = await db.transaction().execute(async (trx) => {
       // A device that signed in to the address's account has a budget of its own (known-device.ts).
       const device = await knownDeviceOfAddress(trx, deps.keys, client, email, now);
       claim = await addressLimits.claimEmailSend(trx, email, { requester, device, kind: 'reset' }, now, EMAIL_LIMITS);
       if (claim === undefined) return 'limited' as const;
-      return emailCodes.issueResetCode(
-        trx,
-        email,
-        {
-          codeHmac: codes.codeHmac('password_reset', email, code),
-          expiresAt: inSeconds(now, config.emailOtpTtlSeconds),
-        },
-        { tokenHash: sha256Hex(token), expiresAt: inSeconds(now, config.emailLinkTtlSeconds) },
-        now,
-      );
+      return codes.issueResetCode(trx, email, issued.stored, now);
     });
     if (sent === 'limited') return deps.mailer.notSent(email, EMAIL_LIMITED);
     if (sent === undefined) return deps.mailer.notSent(email, 'no account has this address');
-    const link = resetLink(config.resetPasswordUrl, token, redirectTo);
-    mail.send(passwordResetEmail(email, code, link, Math.round(config.emailOtpTtlSeconds / 60)), {
+    const link = resetLink(config.resetPasswordUrl, issued.token, redirectTo);
+    mail.send(passwordResetEmail(email, issued.code, link, Math.round(config.emailOtpTtlSeconds / 60)), {
       requester,
       claimedAt: now,
       claim,
@@ -95,13 +79,18 @@ export function createPasswordReset(
     const now = clock.now();
     const token = newHexToken();
     const expiresAt = inSeconds(now, config.emailLinkTtlSeconds);
-    const exchanged = await db.transaction().execute(async (trx) => {
-      const consumed = await emailCodes.consumeCode(trx, row, now);
-      if (consumed?.user_id == null) return false;
-      await emailCodes.insertResetToken(trx, { tokenHash: sha256Hex(token), userId: consumed.user_id, expiresAt, now });
-      return true;
+    await db.transaction().execute(async (trx) => {
+      const consumed = await codes.consume(trx, row, now);
+      if (consumed.user_id === null) throw invalidOtp();
+      await codes.insertToken(trx, {
+        purpose: 'password_reset_token',
+        email: consumed.email,
+        userId: consumed.user_id,
+        tokenHash: sha256Hex(token),
+        expiresAt,
+        now,
+      });
     });
-    if (!exchanged) throw invalidOtp();
     return { token, expiresAt: expiresAt.toISOString() };
   }
 
@@ -119,14 +108,13 @@ export function createPasswordReset(
     const hash = await hashPassword(newPassword);
     const now = clock.now();
     const done = await db.transaction().execute(async (trx) => {
-      const taken = await emailCodes.takeResetToken(trx, sha256Hex(tokenInput.toLowerCase()), now);
-      if (taken === undefined) return undefined;
-      const user = await accounts.lockUserById(trx, taken.user_id);
+      const owner = await codes.takeToken(trx, 'password_reset_token', tokenInput, now);
+      if (owner === undefined) return undefined;
+      const user = await accounts.lockUserById(trx, owner);
       if (user === undefined || user.disabled_at !== null) return undefined;
       const removal = await unproven.removeOnProof(trx, user, 'password reset', now);
       await accounts.setPasswordAfterReset(trx, user.id, hash);
-      await emailCodes.deleteAccountCodes(trx, user.id, user.email);
-      await verifications.deleteVerifications(trx, user.id);
+      await oneTimeCodes.deleteAccountCodes(trx, user);
       const ended = await sessions.revokeUserSessions(trx, user.id, now);
       return { email: user.email, ended, removal };
     });

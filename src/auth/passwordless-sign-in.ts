@@ -1,9 +1,8 @@
 import * as addressLimits from '../db/repositories/address-limits.ts';
-import * as emailCodes from '../db/repositories/email-codes.ts';
 import * as accounts from '../db/repositories/mailbox-accounts.ts';
+import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as sessions from '../db/repositories/sessions.ts';
 import * as users from '../db/repositories/users.ts';
-import * as verifications from '../db/repositories/verifications.ts';
 import { ApiError } from '../errors.ts';
 import { signInCodeEmail } from '../mail/templates.ts';
 import {
@@ -11,14 +10,12 @@ import {
   type ClientInfo,
   EMAIL_LIMITED,
   EMAIL_LIMITS,
-  inSeconds,
   invalidOtp,
   knownDeviceOfAddress,
   requesterOf,
 } from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
-import { newOtpCode } from './crypto.ts';
-import type { EmailCodeChecks } from './email-codes.ts';
+import type { OneTimeCodeRow, OneTimeCodes } from './one-time-codes.ts';
 import type { IssuedSession, SessionIssuer } from './session-issuer.ts';
 import { signInThrottledError } from './sign-in-throttle.ts';
 import { createUnprovenPasswords, type UnprovenPasswordRemoval } from './unproven-password.ts';
@@ -28,7 +25,7 @@ export function createPasswordlessSignIn(
   deps: AuthDeps,
   issuer: SessionIssuer,
   mail: BackgroundMail,
-  codes: EmailCodeChecks,
+  codes: OneTimeCodes,
 ) {
   const { db, config, clock, signInThrottle } = deps;
   const unproven = createUnprovenPasswords(issuer, mail);
@@ -43,22 +40,18 @@ export function createPasswordlessSignIn(
     const email = emailInput.toLowerCase();
     const now = clock.now();
     const requester = requesterOf(client);
-    const code = newOtpCode();
-    const stored = {
-      codeHmac: codes.codeHmac('sign_in', email, code),
-      expiresAt: inSeconds(now, config.emailOtpTtlSeconds),
-    };
+    const issued = codes.next('sign_in', email, now);
     let claim: addressLimits.EmailClaim | undefined;
     const sent = await db.transaction().execute(async (trx) => {
       // A device that signed in to the address's account has a budget of its own (known-device.ts).
       const device = await knownDeviceOfAddress(trx, deps.keys, client, email, now);
       claim = await addressLimits.claimEmailSend(trx, email, { requester, device, kind: 'sign_in' }, now, EMAIL_LIMITS);
       if (claim === undefined) return 'limited' as const;
-      return emailCodes.issueSignInCode(trx, email, stored, config.allowSignUp, now);
+      return codes.issueSignInCode(trx, email, issued.stored, config.allowSignUp, now);
     });
     if (sent === 'limited') return deps.mailer.notSent(email, EMAIL_LIMITED);
     if (!sent) return deps.mailer.notSent(email, 'sign-in by email code is not available for this address');
-    mail.send(signInCodeEmail(email, code, Math.round(config.emailOtpTtlSeconds / 60)), {
+    mail.send(signInCodeEmail(email, issued.code, Math.round(config.emailOtpTtlSeconds / 60)), {
       requester,
       claimedAt: now,
       claim,
@@ -75,14 +68,14 @@ export function createPasswordlessSignIn(
    * code.
    */
   async function consume(
-    row: emailCodes.EmailCodeRow,
+    row: OneTimeCodeRow,
     input: { email: string; name?: string | undefined },
     client: ClientInfo,
   ): Promise<{ session: IssuedSession; ended: string[]; removal: UnprovenPasswordRemoval | undefined } | undefined> {
     const { email } = input;
     const now = clock.now();
     return db.transaction().execute(async (trx) => {
-      if ((await emailCodes.consumeCode(trx, row, now)) === undefined) return undefined;
+      await codes.consume(trx, row, now);
       let account = await accounts.lockUserByEmail(trx, email);
       if (account === undefined) {
         if (!config.allowSignUp) return undefined;
@@ -95,7 +88,7 @@ export function createPasswordlessSignIn(
       let ended: string[] = [];
       if (!account.email_verified) {
         await accounts.proveMailboxWithoutPassword(trx, account.id, input.name ?? null);
-        await verifications.deleteVerifications(trx, account.id);
+        await oneTimeCodes.deleteAccountCodes(trx, account, ['verification']);
         ended = await sessions.revokeUserSessions(trx, account.id, now);
       }
       const removal = await unproven.removeOnProof(trx, account, 'sign-in code', now);

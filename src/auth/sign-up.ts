@@ -1,12 +1,12 @@
 import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as users from '../db/repositories/users.ts';
-import * as verifications from '../db/repositories/verifications.ts';
 import { ApiError } from '../errors.ts';
 import { existingAccountNotice } from '../mail/templates.ts';
 import { type AuthDeps, type ClientInfo, EMAIL_LIMITED, EMAIL_LIMITS, requesterOf } from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
 import { hashPassword, newOpaqueToken, sha256Hex } from './crypto.ts';
-import type { CodeIssuer } from './email-verification.ts';
+import { verificationMail } from './email-verification.ts';
+import type { OneTimeCodes } from './one-time-codes.ts';
 import type { IssuedSession, SessionIssuer } from './session-issuer.ts';
 
 /**
@@ -18,7 +18,7 @@ export type SignUpOutcome =
   | { kind: 'session'; session: IssuedSession };
 
 /** Sign-up: an account and a session at once, or (the usual configuration) a verification email. */
-export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: BackgroundMail, codes: CodeIssuer) {
+export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: BackgroundMail, codes: OneTimeCodes) {
   const { db, config, clock } = deps;
 
   /** Without verification: the account and its session in one transaction, so a failed sign-up leaves nothing. */
@@ -47,8 +47,8 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
   ): Promise<SignUpOutcome> {
     const now = clock.now();
     const requester = requesterOf(client);
-    const code = codes.next(now);
-    const unusable = codes.next(now, { unusable: true });
+    const code = codes.next('verification', input.email, now);
+    const unusable = codes.next('verification', input.email, now, { unusable: true });
     // Made for every sign-up, whatever the address, so that the answer tells nothing.
     const binding = newOpaqueToken();
     const { account, mailable, pending } = await db.transaction().execute(async (trx) => {
@@ -58,12 +58,12 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
       const claimant = { requester, kind: 'verification' as const };
       const mailable =
         (await addressLimits.claimEmailSend(trx, input.email, claimant, now, EMAIL_LIMITS)) !== undefined;
-      const pending = await verifications.recordSignUp(trx, {
+      const pending = await codes.recordSignUp(trx, {
         email: input.email,
         passwordHash: input.passwordHash,
         bindingHash: sha256Hex(binding),
-        fresh: mailable ? code.stored(input.email) : undefined,
-        unusable: unusable.stored(input.email),
+        fresh: mailable ? code.stored : undefined,
+        unusable: unusable.stored,
         now,
       });
       return { account, mailable, pending };
@@ -72,7 +72,7 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
     if (!mailable || account === undefined) return { kind: 'verification-required', binding };
     const claim = { requester, claimedAt: now };
     if (pending === undefined) mail.send(existingAccountNotice(input.email), claim);
-    else mail.send(codes.email(input.email, code, pending.contested, redirectTo), claim);
+    else mail.send(verificationMail(config, input.email, code, pending.contested, redirectTo), claim);
     return { kind: 'verification-required', binding };
   }
 

@@ -1,7 +1,7 @@
 import type { Transaction } from 'kysely';
 import * as accounts from '../db/repositories/mailbox-accounts.ts';
+import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as sessions from '../db/repositories/sessions.ts';
-import * as verifications from '../db/repositories/verifications.ts';
 import type { Database } from '../db/schema.ts';
 import { type MailboxProof, unprovenPasswordRemovedNotice } from '../mail/templates.ts';
 import type { BackgroundMail } from './background-mail.ts';
@@ -41,7 +41,7 @@ export function createUnprovenPasswords(issuer: Pick<SessionIssuer, 'revoked'>, 
     ): Promise<UnprovenPasswordRemoval | undefined> {
       if (account.password_unproven_since === null) return undefined;
       const unlinked = await accounts.removeUnprovenPassword(trx, account.id);
-      await verifications.deleteVerifications(trx, account.id);
+      await oneTimeCodes.deleteAccountCodes(trx, account, ['verification']);
       const ended = await sessions.revokeUserSessions(trx, account.id, now);
       return { email: account.email, proof, unlinked, ended };
     },

@@ -1,8 +1,7 @@
 import * as accounts from '../db/repositories/account-admin.ts';
-import * as emailCodes from '../db/repositories/email-codes.ts';
+import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import { revokeUserSessions } from '../db/repositories/sessions.ts';
 import * as users from '../db/repositories/users.ts';
-import * as verifications from '../db/repositories/verifications.ts';
 import type { Role } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import type { AuthDeps } from './auth-context.ts';
@@ -74,8 +73,7 @@ export function createUserAdministration(deps: AuthDeps, issuer: SessionIssuer) 
       );
       if (disabling && row !== undefined) {
         // Codes and links sent before must not work again once the account is enabled again.
-        await emailCodes.deleteAccountCodes(trx, row.id, row.email);
-        await verifications.deleteVerifications(trx, row.id);
+        await oneTimeCodes.deleteAccountCodes(trx, row);
       }
       const revoked = newRole !== undefined || disabling ? await revokeUserSessions(trx, target.id, now) : [];
       return { row, revoked };

@@ -18,6 +18,7 @@ import * as m0015 from './migrations/0015_unproven_passwords.ts';
 import * as m0016 from './migrations/0016_known_device_emails.ts';
 import * as m0017 from './migrations/0017_id_token_uses.ts';
 import * as m0018 from './migrations/0018_code_attempt_misses.ts';
+import * as m0019 from './migrations/0019_one_time_codes.ts';
 import { applyRepeatableSql } from './repeatable-sql.ts';
 import type { Database } from './schema.ts';
 
@@ -41,6 +42,7 @@ export const migrations: Record<string, Migration> = {
   '0016_known_device_emails': m0016,
   '0017_id_token_uses': m0017,
   '0018_code_attempt_misses': m0018,
+  '0019_one_time_codes': m0019,
 };
 
 /**

@@ -74,45 +74,36 @@ export interface OAuthIdTokenUsesTable {
   created_at: Date;
 }
 
-export interface EmailVerificationsTable {
-  user_id: string;
-  code_hmac: string;
-  token_hash: string;
-  code_expires_at: Date;
-  token_expires_at: Date;
-  failed_attempts: ColumnType<number, number | undefined, number>;
-  pending_password_hash: string | null;
-  /** More than one sign-up was made for the address before it was verified: no password is activated. */
-  contested: ColumnType<boolean, boolean | undefined, boolean>;
-  /** SHA-256 of the binding given to the client that made the pending sign-up (migration 0015). */
-  binding_hash: ColumnType<string | null, string | null | undefined, string | null>;
-  consumed_at: Date | null;
-  created_at: ColumnType<Date, Date | undefined, Date>;
-}
-
-/** A password-reset or sign-in code (migration 0010): one live code per address and purpose. */
-export interface EmailCodesTable {
+/**
+ * A one-time secret (migration 0019): an emailed 6-digit code (stored as an HMAC), a link or reset
+ * token (stored as SHA-256), or both on one row (a verification's code and link). One live row per
+ * address for the emailed-code purposes; any number of token and recovery rows.
+ */
+export interface OneTimeCodesTable {
+  id: Generated<string>;
+  purpose: OneTimeCodePurpose;
   email: string;
-  purpose: EmailCodePurpose;
-  /** The account a password-reset code was sent for; null for sign-in codes. */
+  /** The account the secret was issued for; null for sign-in codes. */
   user_id: string | null;
-  code_hmac: string;
-  expires_at: Date;
+  code_hmac: string | null;
+  code_expires_at: Date | null;
+  token_hash: string | null;
+  token_expires_at: Date | null;
   failed_attempts: ColumnType<number, number | undefined, number>;
-  consumed_at: Date | null;
+  consumed_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   created_at: Date;
+  /** Verification rows only: the password of the sign-up waiting for the verification. */
+  pending_password_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Verification rows only: more than one sign-up was made for the address before it was verified. */
+  contested: ColumnType<boolean, boolean | undefined, boolean>;
+  /** Verification rows only: SHA-256 of the binding given to the client that made the pending sign-up. */
+  binding_hash: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
-export type EmailCodePurpose = 'password_reset' | 'sign_in';
-
-/** A password-reset token (the link's, or one handed out for a right code), stored as SHA-256. */
-export interface PasswordResetTokensTable {
-  token_hash: string;
-  user_id: string;
-  kind: 'link' | 'exchanged';
-  expires_at: Date;
-  created_at: Date;
-}
+/** The emailed 6-digit codes: one live code per address and purpose, checked with the same attempt rules. */
+export type EmailCodePurpose = 'verification' | 'sign_in' | 'password_reset';
+/** Every kind of one-time secret ('recovery' is reserved for multi-factor recovery codes). */
+export type OneTimeCodePurpose = EmailCodePurpose | 'password_reset_token' | 'recovery';
 
 export interface EmailSendLogTable {
   email: string;
@@ -163,7 +154,7 @@ export interface DeletedAccountSessionsTable {
 /** Wrong-code attempts at an address without an unused code of the kind (written for equal work only). */
 export interface CodeAttemptMissesTable {
   email: string;
-  purpose: 'verification' | EmailCodePurpose;
+  purpose: EmailCodePurpose;
   attempts: number;
   last_attempt_at: Date;
 }
@@ -225,10 +216,8 @@ export interface Database {
   oauth_authorizations: OAuthAuthorizationsTable;
   oauth_codes: OAuthCodesTable;
   oauth_id_token_uses: OAuthIdTokenUsesTable;
-  email_verifications: EmailVerificationsTable;
   email_send_log: EmailSendLogTable;
-  email_codes: EmailCodesTable;
-  password_reset_tokens: PasswordResetTokensTable;
+  one_time_codes: OneTimeCodesTable;
   email_send_requesters: EmailSendRequestersTable;
   email_send_devices: EmailSendDevicesTable;
   sessions: SessionsTable;

@@ -168,33 +168,6 @@ export async function releaseEmailSend(
   `.execute(db);
 }
 
-/**
- * Counts a code submitted for an address (in one writing statement whether or not it has an account
- * or a code) and returns how many it has had in the current daily window. Only guesses at a live
- * code count (`againstLiveCode`): guesses where there is none cannot succeed, and counting them
- * let a stranger use up the address's allowance and so refuse the owner's next right code.
- */
-export async function recordCodeAttempt(
-  db: Executor,
-  email: string,
-  now: Date,
-  againstLiveCode: boolean,
-): Promise<number> {
-  const counted = againstLiveCode ? 1 : 0;
-  const dayAgo = new Date(now.getTime() - DAY_MS);
-  const result = await sql<{ attempts: number }>`
-    insert into email_send_log as l (email, last_sent_at, window_started_at, sent_in_window, code_attempts_in_window)
-    values (${email}, to_timestamp(0), ${now}, 0, ${counted})
-    on conflict (email) do update set
-      window_started_at = case when l.window_started_at <= ${dayAgo} then excluded.window_started_at else l.window_started_at end,
-      sent_in_window = case when l.window_started_at <= ${dayAgo} then 0 else l.sent_in_window end,
-      code_attempts_in_window = case when l.window_started_at <= ${dayAgo} then ${counted}
-        else l.code_attempts_in_window + ${counted} end
-    returning code_attempts_in_window as attempts
-  `.execute(db);
-  return Number(result.rows[0]?.attempts ?? 0);
-}
-
 /** Deletes the records of addresses and requesters whose daily window and cooldown are over. */
 export async function deleteStaleAddressRecords(db: Executor, now: Date, cooldownSeconds: number): Promise<number> {
   const dayAgo = new Date(now.getTime() - DAY_MS);

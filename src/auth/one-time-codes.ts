@@ -1,0 +1,133 @@
+import * as store from '../db/repositories/one-time-codes.ts';
+import type { EmailCodePurpose, Executor, OneTimeCodePurpose } from '../db/schema.ts';
+import { type AuthDeps, inSeconds, invalidOtp, MAX_CODE_ATTEMPTS_PER_DAY, MAX_CODE_FAILURES } from './auth-context.ts';
+import { constantTimeEqual, type DerivedKeys, hmacHex, newHexToken, newOtpCode, sha256Hex } from './crypto.ts';
+
+export type OneTimeCodeRow = store.OneTimeCodeRow;
+
+/** A code and a link token, before they are stored (as an HMAC and a hash) and mailed. */
+export interface NewCode {
+  code: string;
+  token: string;
+  stored: store.StoredSecret;
+}
+
+/**
+ * Verification codes issued before migration 0019 carry this prefix: their HMAC covers the address
+ * and code only (`address:code`). They stop mattering once expired (emailOtpTtlSeconds after the upgrade).
+ */
+const ADDRESS_ONLY_LAYOUT = 'address:';
+
+/**
+ * The HMAC a 6-digit code is stored as: keyed with the server's code key, bound to its purpose and
+ * (lower-cased) address, so that a code is worth nothing for another purpose or address.
+ */
+export const oneTimeCodeHmac = (keys: DerivedKeys, purpose: EmailCodePurpose, email: string, code: string) =>
+  hmacHex(keys.otp, `${purpose}\n${email}\n${code}`);
+
+/**
+ * The one-time code store: makes codes and tokens, stores them (through the purpose's issuing
+ * statement), and checks and consumes them, with the attempt rules every purpose shares.
+ */
+export function createOneTimeCodes(deps: AuthDeps) {
+  const { db, clock, config, keys } = deps;
+
+  /** What `stored` must equal for `code`: the HMAC of the one layout, or of the old one for old rows. */
+  function expectedHmac(purpose: EmailCodePurpose, email: string, code: string, stored: string): string {
+    if (purpose === 'verification' && stored.startsWith(ADDRESS_ONLY_LAYOUT)) {
+      return ADDRESS_ONLY_LAYOUT + hmacHex(keys.otp, `${email}:${code}`);
+    }
+    return oneTimeCodeHmac(keys, purpose, email, code);
+  }
+
+  /**
+   * A fresh code and link token for `purpose` at the (lower-cased) address; `unusable` ones are
+   * expired from the start (they are never mailed).
+   */
+  function next(purpose: EmailCodePurpose, email: string, now: Date, options: { unusable?: boolean } = {}): NewCode {
+    const code = newOtpCode();
+    const token = newHexToken();
+    const expiry = (seconds: number) => (options.unusable ? now : inSeconds(now, seconds));
+    return {
+      code,
+      token,
+      stored: {
+        codeHmac: oneTimeCodeHmac(keys, purpose, email, code),
+        codeExpiresAt: expiry(config.emailOtpTtlSeconds),
+        tokenHash: sha256Hex(token),
+        tokenExpiresAt: expiry(config.emailLinkTtlSeconds),
+      },
+    };
+  }
+
+  /**
+   * A code submission for a (lower-cased) address. The code's attempt is taken and the address's
+   * daily attempt counted (over every purpose) before comparing, in one transaction that commits
+   * whatever the answer, so that concurrent guesses cannot share attempts; an attempt without an
+   * unused code writes one row instead of the code's count, so the statements and writes are the
+   * same whether the address has an account or an unused code or not. Wrong, expired, used,
+   * voided and missing codes all throw the same INVALID_OTP. Returns the code's row, not yet consumed.
+   */
+  async function check(purpose: EmailCodePurpose, email: string, code: string): Promise<OneTimeCodeRow> {
+    const now = clock.now();
+    const { attempts, row } = await db.transaction().execute(async (trx) => {
+      const taken = await store.takeCodeAttempt(trx, purpose, email);
+      await store.recordAttemptWithoutCode(trx, email, purpose, taken !== undefined, now);
+      const againstLiveCode = taken?.code_expires_at != null && taken.code_expires_at > now;
+      return { attempts: await store.recordAddressCodeAttempt(trx, email, now, againstLiveCode), row: taken };
+    });
+    const stored = row?.code_hmac ?? '0'.repeat(64);
+    const matches = constantTimeEqual(stored, expectedHmac(purpose, email, code, stored));
+    const live =
+      row?.code_expires_at != null &&
+      row.code_expires_at > now &&
+      row.failed_attempts <= MAX_CODE_FAILURES &&
+      attempts <= MAX_CODE_ATTEMPTS_PER_DAY;
+    if (!matches || !live) throw invalidOtp();
+    return row;
+  }
+
+  /**
+   * A link token of `purpose`, unused and unexpired (failed code attempts do not void it: guessing
+   * codes must not lock the owner out). Throws INVALID_OTP otherwise. Not consumed.
+   */
+  async function checkToken(purpose: OneTimeCodePurpose, token: string): Promise<OneTimeCodeRow> {
+    const row = await store.findByTokenHash(db, purpose, sha256Hex(token.toLowerCase()));
+    const now = clock.now();
+    if (row?.token_expires_at == null || row.consumed_at !== null || row.token_expires_at <= now) throw invalidOtp();
+    return row;
+  }
+
+  /**
+   * Consumes a checked code or token in `trx` (one atomic UPDATE: of concurrent callers exactly
+   * one gets the row). A row of an account disabled since is refused like a used one. Throws
+   * INVALID_OTP when the row is no longer there to consume.
+   */
+  async function consume(trx: Executor, row: OneTimeCodeRow, now: Date): Promise<OneTimeCodeRow> {
+    const consumed = await store.consume(trx, row, now);
+    if (consumed === undefined) throw invalidOtp();
+    return consumed;
+  }
+
+  /** Takes (deletes) a live token of `purpose` in `trx`: single use. Returns its account, if any. */
+  async function takeToken(trx: Executor, purpose: OneTimeCodePurpose, token: string, now: Date) {
+    const taken = await store.takeToken(trx, purpose, sha256Hex(token.toLowerCase()), now);
+    return taken?.user_id ?? undefined;
+  }
+
+  return {
+    next,
+    check,
+    checkToken,
+    consume,
+    takeToken,
+    /** Issuing, per purpose (each decides who may get one, by the same statements for every address). */
+    recordSignUp: store.recordSignUp,
+    reissueVerification: store.reissueVerification,
+    issueSignInCode: store.issueSignInCode,
+    issueResetCode: store.issueResetCode,
+    insertToken: store.insertToken,
+  };
+}
+
+export type OneTimeCodes = ReturnType<typeof createOneTimeCodes>;

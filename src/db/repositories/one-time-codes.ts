@@ -1,0 +1,484 @@
+import { type Selectable, sql } from 'kysely';
+import type { EmailCodePurpose, Executor, OneTimeCodePurpose, OneTimeCodesTable } from '../schema.ts';
+
+export type OneTimeCodeRow = Selectable<OneTimeCodesTable>;
+
+/** A fresh code and link token as stored: the code's HMAC, the token's SHA-256, their expiries. */
+export interface StoredSecret {
+  codeHmac: string;
+  codeExpiresAt: Date;
+  tokenHash: string;
+  tokenExpiresAt: Date;
+}
+
+const DAY_MS = 24 * 3600 * 1000;
+
+/** Every purpose: what a new password, a disabled account or a removed one voids. */
+export const EVERY_PURPOSE: readonly OneTimeCodePurpose[] = [
+  'verification',
+  'sign_in',
+  'password_reset',
+  'password_reset_token',
+  'recovery',
+];
+
+/** The index predicate of one_time_codes_address_idx: the purposes with one live row per address. */
+const ONE_PER_ADDRESS = sql<boolean>`purpose in ('verification', 'sign_in', 'password_reset')`;
+
+/** The columns a new verification issuance sets: its code and link, attempts back to 0, not consumed. */
+function verificationIssuance(issued: StoredSecret, now: Date) {
+  return {
+    code_hmac: issued.codeHmac,
+    token_hash: issued.tokenHash,
+    code_expires_at: issued.codeExpiresAt,
+    token_expires_at: issued.tokenExpiresAt,
+    failed_attempts: 0,
+    consumed_at: null,
+    created_at: now,
+  };
+}
+type Issuance = ReturnType<typeof verificationIssuance>;
+const ISSUANCE_COLUMNS = Object.keys(verificationIssuance({} as StoredSecret, new Date(0))) as (keyof Issuance)[];
+
+/**
+ * `select users.id, users.email, 'verification', <the issuance's values>` for the account with this
+ * address when it is unverified (or, with `passwordless`, also when it is verified but has no password).
+ */
+function selectVerificationFor(db: Executor, email: string, fields: Issuance, passwordless = false) {
+  return db
+    .selectFrom('users')
+    .select((eb) => [
+      'id',
+      'email',
+      sql<OneTimeCodePurpose>`'verification'`.as('purpose'),
+      ...ISSUANCE_COLUMNS.map((column) => eb.val(fields[column]).as(column)),
+    ])
+    .where('email', '=', email)
+    .where((eb) =>
+      passwordless
+        ? eb.or([eb('email_verified', '=', false), eb('password_hash', 'is', null)])
+        : eb('email_verified', '=', false),
+    );
+}
+
+const VERIFICATION_COLUMNS = ['user_id', 'email', 'purpose', ...ISSUANCE_COLUMNS] as const;
+
+/**
+ * Records a sign-up for an unverified account (nothing happens for a verified one: the statement
+ * runs all the same, so that both cost the same). The first sign-up's password waits for the
+ * verification; a later sign-up before verification marks the address contested, which clears
+ * the pending password for good. With `fresh` (an email will go out) the code and link are
+ * replaced; without it (the cooldown or the daily cap said no) they stay as they were, and an
+ * account that had none gets an unusable pair, so that a later re-send has a row to replace.
+ * Returns the account's id and whether it is now contested, when the account is unverified.
+ */
+export async function recordSignUp(
+  db: Executor,
+  s: {
+    email: string;
+    passwordHash: string;
+    /** SHA-256 of the binding handed to this sign-up's client (see sign-up-binding.ts). */
+    bindingHash: string;
+    fresh: StoredSecret | undefined;
+    unusable: StoredSecret;
+    now: Date;
+  },
+): Promise<{ userId: string; contested: boolean } | undefined> {
+  const fields = verificationIssuance(s.fresh ?? s.unusable, s.now);
+  const row = await db
+    .insertInto('one_time_codes')
+    .columns([...VERIFICATION_COLUMNS, 'pending_password_hash', 'contested', 'binding_hash'])
+    .expression(
+      selectVerificationFor(db, s.email, fields).select([
+        // An account that already holds a password was signed up for without verification
+        // (REQUIRE_EMAIL_VERIFICATION=false at the time): that sign-up competes too.
+        sql<string | null>`case when users.password_hash is null then ${s.passwordHash} end`.as(
+          'pending_password_hash',
+        ),
+        sql<boolean>`users.password_hash is not null`.as('contested'),
+        sql<string>`${s.bindingHash}`.as('binding_hash'),
+      ]),
+    )
+    .onConflict((oc) =>
+      oc
+        .columns(['email', 'purpose'])
+        .where(ONE_PER_ADDRESS)
+        .doUpdateSet({
+          // Any earlier sign-up (pending, or already contested) makes this one a competitor.
+          contested: sql<boolean>`one_time_codes.contested or one_time_codes.pending_password_hash is not null or excluded.contested`,
+          pending_password_hash: sql<string | null>`case
+            when one_time_codes.contested or one_time_codes.pending_password_hash is not null
+              or excluded.contested then null
+            else excluded.pending_password_hash end`,
+          // A contested sign-up activates no password, so its binding proves nothing more.
+          binding_hash: sql<string>`excluded.binding_hash`,
+          ...(s.fresh === undefined ? {} : fields),
+        }),
+    )
+    .returning(['user_id', 'contested'])
+    .executeTakeFirst();
+  return row?.user_id == null ? undefined : { userId: row.user_id, contested: row.contested };
+}
+
+/**
+ * Replaces the code and link of the unverified account with this address (voiding the earlier
+ * ones), keeping its pending sign-up. A verified account without a password (competing sign-ups
+ * left it none) gets one too: its code or link signs its owner in, so that losing the session
+ * before choosing a password locks nobody out. Returns the account's id and whether it is
+ * contested, or undefined when no account qualifies (nothing is written then).
+ */
+export async function reissueVerification(
+  db: Executor,
+  email: string,
+  issued: StoredSecret,
+  now: Date,
+): Promise<{ userId: string; contested: boolean } | undefined> {
+  const fields = verificationIssuance(issued, now);
+  const row = await db
+    .insertInto('one_time_codes')
+    .columns(VERIFICATION_COLUMNS)
+    .expression(selectVerificationFor(db, email, fields, true))
+    .onConflict((oc) => oc.columns(['email', 'purpose']).where(ONE_PER_ADDRESS).doUpdateSet(fields))
+    .returning(['user_id', 'contested'])
+    .executeTakeFirst();
+  return row?.user_id == null ? undefined : { userId: row.user_id, contested: row.contested };
+}
+
+/** The columns a new sign-in or reset code sets on conflict: its HMAC and expiry, attempts back to 0, not consumed. */
+const REISSUE = {
+  user_id: sql<string | null>`excluded.user_id`,
+  code_hmac: sql<string>`excluded.code_hmac`,
+  code_expires_at: sql<Date>`excluded.code_expires_at`,
+  failed_attempts: 0,
+  consumed_at: null,
+  created_at: sql<Date>`excluded.created_at`,
+};
+
+const CODE_COLUMNS = [
+  'email',
+  'purpose',
+  'user_id',
+  'code_hmac',
+  'code_expires_at',
+  'failed_attempts',
+  'consumed_at',
+  'created_at',
+] as const;
+
+/**
+ * Stores a sign-in code for an address (replacing, and so voiding, the one before) unless the
+ * address belongs to a disabled account, or it has no account and `allowNewAccounts` is false.
+ * One statement whatever the address, writing a row or none. Returns whether a code was stored
+ * (an email may go out).
+ */
+export async function issueSignInCode(
+  db: Executor,
+  email: string,
+  code: Pick<StoredSecret, 'codeHmac' | 'codeExpiresAt'>,
+  allowNewAccounts: boolean,
+  now: Date,
+): Promise<boolean> {
+  const row = await db
+    .insertInto('one_time_codes')
+    .columns(CODE_COLUMNS)
+    .expression(
+      db
+        .selectNoFrom((eb) => [
+          eb.val(email).as('email'),
+          sql<OneTimeCodePurpose>`'sign_in'`.as('purpose'),
+          sql<string | null>`null::uuid`.as('user_id'),
+          eb.val(code.codeHmac).as('code_hmac'),
+          eb.val(code.codeExpiresAt).as('code_expires_at'),
+          sql<number>`0`.as('failed_attempts'),
+          sql<Date | null>`null::timestamptz`.as('consumed_at'),
+          eb.val(now).as('created_at'),
+        ])
+        .where((w) =>
+          w.and([
+            w.not(
+              w.exists(
+                w.selectFrom('users').select('id').where('email', '=', email).where('disabled_at', 'is not', null),
+              ),
+            ),
+            w.or([
+              sql<boolean>`${allowNewAccounts}::boolean`,
+              w.exists(w.selectFrom('users').select('id').where('email', '=', email)),
+            ]),
+          ]),
+        ),
+    )
+    .onConflict((oc) => oc.columns(['email', 'purpose']).where(ONE_PER_ADDRESS).doUpdateSet(REISSUE))
+    .returning('email')
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/**
+ * Stores a password-reset code and link token for the account with this address unless there is
+ * none or it is disabled, voiding the code and link sent before. The same three statements run
+ * for every address. Returns the account's id when a code was stored (an email may go out).
+ */
+export async function issueResetCode(
+  db: Executor,
+  email: string,
+  issued: StoredSecret,
+  now: Date,
+): Promise<string | undefined> {
+  const eligible = db.selectFrom('users').where('email', '=', email).where('disabled_at', 'is', null);
+  const row = await db
+    .insertInto('one_time_codes')
+    .columns(CODE_COLUMNS)
+    .expression(
+      eligible.select((eb) => [
+        'email',
+        sql<OneTimeCodePurpose>`'password_reset'`.as('purpose'),
+        'id',
+        eb.val(issued.codeHmac).as('code_hmac'),
+        eb.val(issued.codeExpiresAt).as('code_expires_at'),
+        sql<number>`0`.as('failed_attempts'),
+        sql<Date | null>`null::timestamptz`.as('consumed_at'),
+        eb.val(now).as('created_at'),
+      ]),
+    )
+    .onConflict((oc) => oc.columns(['email', 'purpose']).where(ONE_PER_ADDRESS).doUpdateSet(REISSUE))
+    .returning('user_id')
+    .executeTakeFirst();
+  // The link sent before is void, and so is any token exchanged for its code: one live reset per account.
+  await db
+    .deleteFrom('one_time_codes')
+    .where('purpose', '=', 'password_reset_token')
+    .where('user_id', 'in', (eb) => eb.selectFrom('users').select('id').where('email', '=', email))
+    .execute();
+  await db
+    .insertInto('one_time_codes')
+    .columns(['purpose', 'email', 'user_id', 'token_hash', 'token_expires_at', 'created_at'])
+    .expression(
+      eligible.select((eb) => [
+        sql<OneTimeCodePurpose>`'password_reset_token'`.as('purpose'),
+        'email',
+        'id',
+        eb.val(issued.tokenHash).as('token_hash'),
+        eb.val(issued.tokenExpiresAt).as('token_expires_at'),
+        eb.val(now).as('created_at'),
+      ]),
+    )
+    .execute();
+  return row?.user_id ?? undefined;
+}
+
+/**
+ * Takes one attempt of the address's unused code for `purpose`, atomically: the count goes up
+ * before the code is compared, so concurrent guesses cannot share one attempt. Returns the code as
+ * it is after the count (undefined when the address has no unused code: nothing is written then).
+ */
+export async function takeCodeAttempt(
+  db: Executor,
+  purpose: EmailCodePurpose,
+  email: string,
+): Promise<OneTimeCodeRow | undefined> {
+  return db
+    .updateTable('one_time_codes')
+    .set({ failed_attempts: sql`failed_attempts + 1` })
+    .where('email', '=', email)
+    .where('purpose', '=', purpose)
+    .where('code_hmac', 'is not', null)
+    .where('consumed_at', 'is', null)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/**
+ * The second part of a code attempt: when no unused code was taken (`taken` false), one row is
+ * written here instead, so that an attempt at an address with an unused code (whose count goes up)
+ * and one at any other address write one row each and run the same statements. Writes nothing
+ * when a code was taken.
+ */
+export async function recordAttemptWithoutCode(
+  db: Executor,
+  email: string,
+  purpose: EmailCodePurpose,
+  taken: boolean,
+  now: Date,
+): Promise<void> {
+  await db
+    .insertInto('code_attempt_misses')
+    .columns(['email', 'purpose', 'attempts', 'last_attempt_at'])
+    .expression(
+      db
+        .selectNoFrom((eb) => [
+          eb.val(email).as('email'),
+          eb.val(purpose).as('purpose'),
+          sql<number>`1`.as('attempts'),
+          eb.val(now).as('last_attempt_at'),
+        ])
+        .where(sql<boolean>`${!taken}::boolean`),
+    )
+    .onConflict((oc) =>
+      oc.columns(['email', 'purpose']).doUpdateSet({
+        attempts: sql<number>`code_attempt_misses.attempts + 1`,
+        last_attempt_at: sql<Date>`excluded.last_attempt_at`,
+      }),
+    )
+    .execute();
+}
+
+/**
+ * The third part of a code attempt: counts it in the address's daily window (over every purpose;
+ * the row the email limits keep, see address-limits.ts) and returns how many it has had. One
+ * writing statement whether or not the address has an account or a code. Only guesses at a live
+ * code count (`againstLiveCode`): guesses where there is none cannot succeed, and counting them
+ * let a stranger use up the address's allowance and so refuse the owner's next right code.
+ */
+export async function recordAddressCodeAttempt(
+  db: Executor,
+  email: string,
+  now: Date,
+  againstLiveCode: boolean,
+): Promise<number> {
+  const counted = againstLiveCode ? 1 : 0;
+  const dayAgo = new Date(now.getTime() - DAY_MS);
+  const result = await sql<{ attempts: number }>`
+    insert into email_send_log as l (email, last_sent_at, window_started_at, sent_in_window, code_attempts_in_window)
+    values (${email}, to_timestamp(0), ${now}, 0, ${counted})
+    on conflict (email) do update set
+      window_started_at = case when l.window_started_at <= ${dayAgo} then excluded.window_started_at else l.window_started_at end,
+      sent_in_window = case when l.window_started_at <= ${dayAgo} then 0 else l.sent_in_window end,
+      code_attempts_in_window = case when l.window_started_at <= ${dayAgo} then ${counted}
+        else l.code_attempts_in_window + ${counted} end
+    returning code_attempts_in_window as attempts
+  `.execute(db);
+  return Number(result.rows[0]?.attempts ?? 0);
+}
+
+/** The row of `purpose` whose token has this SHA-256, used or not, live or not. */
+export async function findByTokenHash(
+  db: Executor,
+  purpose: OneTimeCodePurpose,
+  tokenHash: string,
+): Promise<OneTimeCodeRow | undefined> {
+  return db
+    .selectFrom('one_time_codes')
+    .selectAll()
+    .where('purpose', '=', purpose)
+    .where('token_hash', '=', tokenHash)
+    .executeTakeFirst();
+}
+
+/**
+ * Consumes exactly this issuance (its code and its token), if it is still unused and its account,
+ * if it has one, is not disabled. Of any number of concurrent callers, one gets the row: the
+ * condition and the write are one atomic UPDATE. Returns the row as consumed (a verification's
+ * pending sign-up as it is now).
+ */
+export async function consume(db: Executor, row: OneTimeCodeRow, now: Date): Promise<OneTimeCodeRow | undefined> {
+  return db
+    .updateTable('one_time_codes')
+    .set({ consumed_at: now })
+    .where('purpose', '=', row.purpose)
+    .where('email', '=', row.email)
+    .where('code_hmac', 'is not distinct from', row.code_hmac)
+    .where('token_hash', 'is not distinct from', row.token_hash)
+    .where('consumed_at', 'is', null)
+    .where((eb) =>
+      eb.or([
+        eb('user_id', 'is', null),
+        eb('user_id', 'in', eb.selectFrom('users').select('id').where('disabled_at', 'is', null)),
+      ]),
+    )
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Stores a token of its own (one handed out for a right reset code), as SHA-256. */
+export async function insertToken(
+  db: Executor,
+  token: {
+    purpose: OneTimeCodePurpose;
+    email: string;
+    userId: string;
+    tokenHash: string;
+    expiresAt: Date;
+    now: Date;
+  },
+): Promise<void> {
+  await db
+    .insertInto('one_time_codes')
+    .values({
+      purpose: token.purpose,
+      email: token.email,
+      user_id: token.userId,
+      code_hmac: null,
+      code_expires_at: null,
+      token_hash: token.tokenHash,
+      token_expires_at: token.expiresAt,
+      created_at: token.now,
+    })
+    .execute();
+}
+
+/**
+ * Takes (deletes) a live token of `purpose`: single use, since of concurrent callers only the one
+ * whose DELETE finds the row gets it. Returns the account it belongs to.
+ */
+export async function takeToken(
+  db: Executor,
+  purpose: OneTimeCodePurpose,
+  tokenHash: string,
+  now: Date,
+): Promise<{ user_id: string | null } | undefined> {
+  return db
+    .deleteFrom('one_time_codes')
+    .where('purpose', '=', purpose)
+    .where('token_hash', '=', tokenHash)
+    .where('token_expires_at', '>', now)
+    .returning('user_id')
+    .executeTakeFirst();
+}
+
+/**
+ * Deletes the account's codes and tokens of the given purposes (a verification's pending sign-up
+ * with it), and the address's sign-in code when `sign_in` is among them.
+ */
+export async function deleteAccountCodes(
+  db: Executor,
+  account: { id: string; email: string },
+  purposes: readonly OneTimeCodePurpose[] = EVERY_PURPOSE,
+): Promise<void> {
+  await db
+    .deleteFrom('one_time_codes')
+    .where('purpose', 'in', purposes)
+    .where((eb) => eb.or([eb('user_id', '=', account.id), eb('email', '=', account.email)]))
+    .execute();
+}
+
+/**
+ * Forgets the pending sign-up of a consumed verification (its password and binding): once the
+ * mailbox is proven, a later code or link of this row (a re-send to an account without a password)
+ * must never bring that password back.
+ */
+export async function forgetPendingSignUp(db: Executor, userId: string): Promise<void> {
+  await db
+    .updateTable('one_time_codes')
+    .set({ pending_password_hash: null, binding_hash: null })
+    .where('purpose', '=', 'verification')
+    .where('user_id', '=', userId)
+    .execute();
+}
+
+/**
+ * Deletes the codes and tokens that have expired (but not verification rows, which hold their
+ * account's pending sign-up), and the records of attempts without a code a day old.
+ */
+export async function deleteExpiredCodes(db: Executor, now: Date): Promise<number> {
+  const codes = await db
+    .deleteFrom('one_time_codes')
+    .where('purpose', '!=', 'verification')
+    .where(sql<boolean>`coalesce(code_expires_at, token_expires_at) <= ${now}`)
+    .where(sql<boolean>`coalesce(token_expires_at, code_expires_at) <= ${now}`)
+    .executeTakeFirst();
+  const misses = await db
+    .deleteFrom('code_attempt_misses')
+    .where('last_attempt_at', '<=', new Date(now.getTime() - DAY_MS))
+    .executeTakeFirst();
+  return Number(codes.numDeletedRows) + Number(misses.numDeletedRows);
+}
