@@ -9,7 +9,9 @@ export const operations = {
     "secured": false,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": []
   },
   "getMetrics": {
     "method": "GET",
@@ -18,7 +20,9 @@ export const operations = {
     "secured": true,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": []
   },
   "listUsers": {
     "method": "GET",
@@ -27,7 +31,11 @@ export const operations = {
     "secured": true,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": false
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": []
   },
   "createUser": {
     "method": "POST",
@@ -36,7 +44,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "signUp",
+        "by": "ip"
+      }
+    ]
   },
   "deleteUsers": {
     "method": "DELETE",
@@ -45,7 +60,11 @@ export const operations = {
     "secured": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": []
   },
   "getUser": {
     "method": "GET",
@@ -54,7 +73,11 @@ export const operations = {
     "secured": true,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": false
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": []
   },
   "updateUser": {
     "method": "PATCH",
@@ -63,7 +86,11 @@ export const operations = {
     "secured": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": []
   },
   "createSession": {
     "method": "POST",
@@ -72,7 +99,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "signIn",
+        "by": "ip"
+      }
+    ]
   },
   "getOAuthAuthorizationUrl": {
     "method": "GET",
@@ -81,7 +115,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "signIn",
+        "by": "ip"
+      }
+    ]
   },
   "getCustomOAuthAuthorizationUrl": {
     "method": "GET",
@@ -90,7 +131,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "signIn",
+        "by": "ip"
+      }
+    ]
   },
   "handleOAuthCallback": {
     "method": "GET",
@@ -99,7 +147,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": true
+    "openQuery": true,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "signIn",
+        "by": "ip"
+      }
+    ]
   },
   "exchangeOAuthCode": {
     "method": "POST",
@@ -108,7 +163,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "verify",
+        "by": "ip"
+      }
+    ]
   },
   "signInWithIdToken": {
     "method": "POST",
@@ -117,7 +179,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "signIn",
+        "by": "ip"
+      }
+    ]
   },
   "sendVerificationEmail": {
     "method": "POST",
@@ -126,7 +195,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "sendVerification",
+        "by": "ip"
+      }
+    ]
   },
   "verifyEmail": {
     "method": "POST",
@@ -135,7 +211,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "verify",
+        "by": "ip"
+      }
+    ]
   },
   "sendOtpEmail": {
     "method": "POST",
@@ -144,7 +227,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "sendVerification",
+        "by": "ip"
+      }
+    ]
   },
   "sendResetPasswordEmail": {
     "method": "POST",
@@ -153,7 +243,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "sendVerification",
+        "by": "ip"
+      }
+    ]
   },
   "exchangeResetPasswordToken": {
     "method": "POST",
@@ -162,7 +259,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "verify",
+        "by": "ip"
+      }
+    ]
   },
   "resetPassword": {
     "method": "POST",
@@ -171,7 +275,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "verify",
+        "by": "ip"
+      }
+    ]
   },
   "refreshSession": {
     "method": "POST",
@@ -180,7 +291,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": false,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "refresh",
+        "by": "ip"
+      }
+    ]
   },
   "logout": {
     "method": "POST",
@@ -189,7 +307,14 @@ export const operations = {
     "secured": false,
     "bodyRequired": false,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "refresh",
+        "by": "ip"
+      }
+    ]
   },
   "changePassword": {
     "method": "POST",
@@ -198,7 +323,9 @@ export const operations = {
     "secured": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": []
   },
   "getCurrentSession": {
     "method": "GET",
@@ -207,7 +334,9 @@ export const operations = {
     "secured": true,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": []
   },
   "getProfile": {
     "method": "GET",
@@ -216,7 +345,9 @@ export const operations = {
     "secured": true,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": []
   },
   "updateCurrentProfile": {
     "method": "PATCH",
@@ -225,7 +356,9 @@ export const operations = {
     "secured": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": []
   },
   "getPublicAuthConfig": {
     "method": "GET",
@@ -234,7 +367,9 @@ export const operations = {
     "secured": false,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": []
   },
   "createEmbeddings": {
     "method": "POST",
@@ -243,7 +378,14 @@ export const operations = {
     "secured": true,
     "bodyRequired": true,
     "bodyLimit": 8388608,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "embeddings",
+        "by": "user"
+      }
+    ]
   },
   "getRealtimePermissions": {
     "method": "GET",
@@ -252,7 +394,9 @@ export const operations = {
     "secured": true,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": []
   },
   "listRealtimeChannels": {
     "method": "GET",
@@ -261,7 +405,11 @@ export const operations = {
     "secured": true,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": false
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": []
   },
   "createRealtimeChannel": {
     "method": "POST",
@@ -270,7 +418,11 @@ export const operations = {
     "secured": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": []
   },
   "updateRealtimeChannel": {
     "method": "PATCH",
@@ -279,7 +431,11 @@ export const operations = {
     "secured": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": []
   },
   "deleteRealtimeChannel": {
     "method": "DELETE",
@@ -288,7 +444,11 @@ export const operations = {
     "secured": true,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": false
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": []
   },
   "publishRealtimeMessage": {
     "method": "POST",
@@ -297,7 +457,14 @@ export const operations = {
     "secured": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "realtimePublish",
+        "by": "user"
+      }
+    ]
   },
   "listRealtimeMessages": {
     "method": "GET",
@@ -306,13 +473,21 @@ export const operations = {
     "secured": true,
     "bodyRequired": false,
     "bodyLimit": null,
-    "openQuery": false
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": []
   }
 } as const;
 
 export type OperationId = keyof typeof operations;
 
 export const operationIds = Object.keys(operations) as OperationId[];
+
+/** The named rate limits that operations declare in x-rate-limit. */
+export type RateLimitName = (typeof operations)[OperationId]['rateLimits'][number]['name'];
+
+/** The roles operations may require in x-roles. */
+export type Role = 'admin' | 'user';
 
 /** The stable error codes of the Error schema (components.schemas.ErrorCode). */
 export const errorCodes = [

@@ -25,7 +25,14 @@ type SpecOperation = {
   'x-body-limit'?: number;
   /** The query is not the service's to define (a provider's redirect): unknown parameters are accepted. */
   'x-open-query'?: boolean;
+  /** The roles that may call the operation (any authenticated caller when absent). */
+  'x-roles'?: string[];
+  /** The named rate limits the operation counts against, and what each counts by. */
+  'x-rate-limit'?: Array<{ name: string; by: string }>;
 };
+
+const roles = ['admin', 'user'];
+const rateLimitKeys = ['ip', 'user'];
 type Spec = {
   paths: Record<string, Record<string, SpecOperation>>;
   components: { schemas: { ErrorCode: { enum: string[]; description: string } } };
@@ -70,6 +77,8 @@ function contractModule(spec: Spec): string {
       bodyRequired: boolean;
       bodyLimit: number | null;
       openQuery: boolean;
+      roles: string[] | null;
+      rateLimits: Array<{ name: string; by: string }>;
     }
   > = {};
   for (const [route, item] of Object.entries(spec.paths)) {
@@ -84,7 +93,24 @@ function contractModule(spec: Spec): string {
         bodyRequired: op.requestBody?.required === true,
         bodyLimit: op['x-body-limit'] ?? null,
         openQuery: op['x-open-query'] === true,
+        roles: op['x-roles'] ?? null,
+        rateLimits: op['x-rate-limit'] ?? [],
       };
+      const secured = (op.security?.length ?? 0) > 0;
+      for (const role of op['x-roles'] ?? []) {
+        if (!roles.includes(role)) throw new Error(`${op.operationId}: x-roles names ${role}, not one of ${roles}`);
+      }
+      if (op['x-roles'] !== undefined && !secured) {
+        throw new Error(`${op.operationId} declares x-roles but no security: roles need an authenticated caller`);
+      }
+      for (const limit of op['x-rate-limit'] ?? []) {
+        if (!rateLimitKeys.includes(limit.by) || !/^[a-z][A-Za-z]*$/.test(limit.name)) {
+          throw new Error(`${op.operationId}: each x-rate-limit is {name, by: ${rateLimitKeys.join(' | ')}}`);
+        }
+        if (limit.by === 'user' && !secured) {
+          throw new Error(`${op.operationId}: a limit by user needs an authenticated caller (security)`);
+        }
+      }
       if (op.requestBody && typeof op['x-body-limit'] !== 'number') {
         throw new Error(`${op.operationId} takes a body but declares no x-body-limit (bytes)`);
       }
@@ -99,6 +125,12 @@ export const operations = ${JSON.stringify(operations, null, 2)} as const;
 export type OperationId = keyof typeof operations;
 
 export const operationIds = Object.keys(operations) as OperationId[];
+
+/** The named rate limits that operations declare in x-rate-limit. */
+export type RateLimitName = (typeof operations)[OperationId]['rateLimits'][number]['name'];
+
+/** The roles operations may require in x-roles. */
+export type Role = ${roles.map((r) => `'${r}'`).join(' | ')};
 
 /** The stable error codes of the Error schema (components.schemas.ErrorCode). */
 export const errorCodes = ${JSON.stringify(errorCodes, null, 2)} as const;

@@ -27,6 +27,7 @@ import { acceptEmptyJsonBodies } from './json-body.ts';
 import { createMailer } from './mail/mailer.ts';
 import { observeRequests } from './metrics/http.ts';
 import { createMetrics } from './metrics/metrics.ts';
+import { registerOperationRules } from './operation-rules.ts';
 import { registerRateLimits } from './rate-limits.ts';
 import { PolicyCache } from './realtime/policy-cache.ts';
 import { startRetention } from './realtime/retention.ts';
@@ -220,6 +221,9 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     startedAt: Date.now(),
   };
 
+  // Each operation's rules from openapi.yaml, set on its route as it is added; the rate-limit
+  // plugin, registered next, reads the limit they set.
+  registerOperationRules(app, config);
   await registerRateLimits(
     app,
     config,

@@ -60,6 +60,7 @@ const patternMeaning: Record<string, string> = {
   '^(?!(custom|exchange)$)[a-z0-9_-]{1,64}$':
     'must be a provider name: 1 to 64 lower-case letters, digits, - and _ (not custom or exchange)',
   '^[0-9]{6}$': 'must be a 6-digit code',
+  '^[^\\u0000\\uD800-\\uDFFF]*$': 'must not contain NUL (U+0000) or an unpaired UTF-16 surrogate',
   '^[0-9a-fA-F]{64}$': 'must be a 64-character hexadecimal token',
   // The verify body's two forms, when `otp` fits neither.
   '^[0-9]{6}$|^[0-9a-fA-F]{64}$': 'must be a 6-digit code or a 64-character hexadecimal token',
@@ -279,27 +280,35 @@ export function errorHandler(err: FastifyError, request: FastifyRequest, reply: 
   void reply.code(body.statusCode).headers(headers).send(body);
 }
 
-// Each path of the contract as a pattern, with the methods it accepts (for 405 and its Allow header).
+// Each path of the contract as a pattern, with the methods it accepts (for 405 and its Allow
+// header); concrete paths first, so that a templated sibling does not answer for them.
 const methodsByPath = [
   ...Object.values(operations).reduce((byPath, op) => {
     byPath.set(op.path, [...(byPath.get(op.path) ?? []), op.method].sort());
     return byPath;
   }, new Map<string, string[]>()),
-].map(([path, methods]) => ({ pattern: new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}/?$`), methods }));
+]
+  .sort(([a], [b]) => Number(a.includes('{')) - Number(b.includes('{')))
+  .map(([path, methods]) => ({ pattern: new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}/?$`), methods }));
+
+/** The methods the contract accepts on a path, or undefined when no path of the contract matches it. */
+function methodsAt(path: string): string[] | undefined {
+  return methodsByPath.find(({ pattern }) => pattern.test(path))?.methods;
+}
+
+/** 405 METHOD_NOT_ALLOWED with Allow, for a request to a path of the contract with a method it does not take. */
+export function methodNotAllowedHandler(request: FastifyRequest, reply: FastifyReply): void {
+  const path = request.url.split('?')[0] ?? '/';
+  const methods = methodsAt(path) ?? [];
+  void reply
+    .code(405)
+    .header('allow', methods.join(', '))
+    .send(errorBody('METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}; use ${methods.join(' or ')}`));
+}
 
 /** Unknown routes: 405 with Allow when the path exists under other methods, otherwise 404; both in the Error schema. */
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {
   const path = request.url.split('?')[0] ?? '/';
-  for (const { pattern, methods } of methodsByPath) {
-    if (pattern.test(path)) {
-      void reply
-        .code(405)
-        .header('allow', methods.join(', '))
-        .send(
-          errorBody('METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}; use ${methods.join(' or ')}`),
-        );
-      return;
-    }
-  }
-  void reply.code(404).send(errorBody('NOT_FOUND', `No route for ${request.method} ${path}`));
+  if (methodsAt(path) !== undefined) methodNotAllowedHandler(request, reply);
+  else void reply.code(404).send(errorBody('NOT_FOUND', `No route for ${request.method} ${path}`));
 }

@@ -1,8 +1,8 @@
 import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
-import { addressNetworks } from './client-address.ts';
 import { type OperationId, operations, type RateLimitName } from '../generated/contract.ts';
+import { addressNetworks } from './client-address.ts';
 import type { Config } from './config.ts';
 import { redisStoreWithFallback } from './rate-limit-store.ts';
 import { redisFallback } from './redis-fallback.ts';

@@ -1,0 +1,88 @@
+import { Readable } from 'node:stream';
+import type { FastifyInstance, onRequestHookHandler, preParsingHookHandler, preValidationHookHandler } from 'fastify';
+import { type OperationId, operations, type Role } from '../generated/contract.ts';
+import type { Config } from './config.ts';
+import { ApiError } from './errors.ts';
+import { describeJsonProblem, findJsonProblem } from './json-values.ts';
+import { routeRateLimit } from './rate-limits.ts';
+
+const requireBody: preValidationHookHandler = async (request) => {
+  if (request.body === undefined) {
+    throw new ApiError('INVALID_INPUT', 'body is required: send a JSON object with Content-Type application/json');
+  }
+};
+
+/**
+ * An optional body that is absent means the same as `{}`. Set so, because an empty body sent with
+ * `Content-Type: application/json` is still validated, as null, against the body's schema.
+ */
+const absentBodyAsEmpty: preValidationHookHandler = async (request) => {
+  if (request.body === undefined) request.body = {};
+};
+
+/** Strings PostgreSQL cannot store, anywhere in the query or a JSON body, and nesting past MAX_JSON_DEPTH in the body. */
+const rejectUnacceptableJson: preValidationHookHandler = async (request) => {
+  const problem = findJsonProblem(request.query, 'query') ?? findJsonProblem(request.body);
+  if (problem !== undefined) throw new ApiError('INVALID_INPUT', describeJsonProblem(problem));
+};
+
+/**
+ * An operation that declares no body ignores whatever is sent with it: Fastify would otherwise
+ * parse a DELETE's body and answer 413 or 415, which such an operation does not declare.
+ */
+const ignoreBody: preParsingHookHandler = async (request) => {
+  delete request.headers['content-type'];
+  delete request.headers['transfer-encoding'];
+  request.headers['content-length'] = '0';
+  return Readable.from([]);
+};
+
+/** x-roles: the access token's role must be one of them (a role change ends the account's sessions, so the claim is current). */
+function requireRole(roles: readonly Role[]): onRequestHookHandler {
+  return async (request) => {
+    if (!roles.includes(request.user.role)) {
+      throw new ApiError('FORBIDDEN', `This operation needs the ${roles.join(' or ')} role`);
+    }
+  };
+}
+
+/** A query schema that admits only the declared parameters (an operation without any gets an empty one). */
+function closeQuery(schema: { querystring?: object }): void {
+  schema.querystring = { type: 'object', properties: {}, ...schema.querystring, additionalProperties: false };
+}
+
+const asArray = <T>(value: T | T[] | undefined): T[] =>
+  value === undefined ? [] : Array.isArray(value) ? value : [value];
+
+/**
+ * The one place where each operation's rules from openapi.yaml are applied to its route, as the
+ * route is added: authentication (the security handlers, which fastify-openapi-glue runs as a
+ * preHandler, after the body is read) moves to the end of onRequest, followed by the x-roles check
+ * and an x-rate-limit by user; x-body-limit; the closed query; the required or absent body; and
+ * the per-route setting that @fastify/rate-limit reads. Must be registered before the rate-limit
+ * plugin (registerRateLimits), whose own onRoute hook reads that setting.
+ */
+export function registerOperationRules(app: FastifyInstance, config: Readonly<Config>): void {
+  app.addHook('onRoute', (route) => {
+    const operationId = (route.schema as { operationId?: string } | undefined)?.operationId;
+    if (operationId === undefined || !(operationId in operations)) return;
+    const operation = operations[operationId as OperationId];
+    const onRequest = [...asArray(route.onRequest), ...asArray(route.preHandler)] as onRequestHookHandler[];
+    delete route.preHandler;
+    if (operation.roles !== null) onRequest.push(requireRole(operation.roles));
+    if (onRequest.length > 0) route.onRequest = onRequest;
+    const rateLimit = routeRateLimit(config, operationId as OperationId);
+    if (rateLimit !== undefined) route.config = { ...(route.config as object), rateLimit } as never;
+    // Each operation's own limit, from x-body-limit in openapi.yaml (413 above it).
+    if (operation.bodyLimit !== null) route.bodyLimit = operation.bodyLimit;
+    // Unknown query parameters are refused like unknown body fields, unless the spec leaves the query open.
+    if (!operation.openQuery) closeQuery(route.schema as { querystring?: object });
+    const hooks = [rejectUnacceptableJson];
+    if (operation.bodyRequired) hooks.unshift(requireBody);
+    else if (operation.bodyLimit !== null) hooks.unshift(absentBodyAsEmpty);
+    route.preValidation = hooks;
+    if (operation.bodyLimit === null && operation.method === 'DELETE') {
+      route.preParsing = [...asArray(route.preParsing), ignoreBody] as preParsingHookHandler[];
+    }
+  });
+}

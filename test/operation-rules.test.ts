@@ -1,0 +1,159 @@
+import type { InjectOptions } from 'fastify';
+import t from 'tap';
+import { type OperationId, operationIds, operations } from '../generated/contract.ts';
+import { specDocument } from '../src/spec.ts';
+import { buildTestApp } from './helpers/app.ts';
+import { assertErrorBody } from './helpers/error-body.ts';
+import { accessTokenFor } from './helpers/tokens.ts';
+
+// What openapi.yaml must keep declaring. An operation that loses (or gains) `x-roles` or
+// `x-rate-limit` fails here: the hook that applies them reads nothing else.
+const administratorsOnly: OperationId[] = [
+  'listUsers',
+  'getUser',
+  'updateUser',
+  'deleteUsers',
+  'listRealtimeChannels',
+  'createRealtimeChannel',
+  'updateRealtimeChannel',
+  'deleteRealtimeChannel',
+];
+const limited: Partial<Record<OperationId, string>> = {
+  createSession: 'signIn by ip',
+  createUser: 'signUp by ip',
+  verifyEmail: 'verify by ip',
+  sendVerificationEmail: 'sendVerification by ip',
+  refreshSession: 'refresh by ip',
+  logout: 'refresh by ip',
+  sendOtpEmail: 'sendVerification by ip',
+  sendResetPasswordEmail: 'sendVerification by ip',
+  exchangeResetPasswordToken: 'verify by ip',
+  resetPassword: 'verify by ip',
+  getOAuthAuthorizationUrl: 'signIn by ip',
+  getCustomOAuthAuthorizationUrl: 'signIn by ip',
+  handleOAuthCallback: 'signIn by ip',
+  exchangeOAuthCode: 'verify by ip',
+  signInWithIdToken: 'signIn by ip',
+  createEmbeddings: 'embeddings by user',
+  publishRealtimeMessage: 'realtimePublish by user',
+};
+
+t.test('the contract declares who may call each operation and its rate limits', async (t) => {
+  for (const id of operationIds) {
+    const { roles, rateLimits } = operations[id];
+    t.same(roles, administratorsOnly.includes(id) ? ['admin'] : null, `${id}: x-roles`);
+    const declared = rateLimits.map((l) => `${l.name} by ${l.by}`);
+    t.same(declared, limited[id] === undefined ? [] : [limited[id]], `${id}: x-rate-limit`);
+  }
+});
+
+const sample = '00000000-0000-4000-8000-000000000000';
+const requests: Record<string, InjectOptions> = {
+  listUsers: { method: 'GET', url: '/api/auth/users' },
+  getUser: { method: 'GET', url: `/api/auth/users/${sample}` },
+  updateUser: { method: 'PATCH', url: `/api/auth/users/${sample}`, payload: { role: 'admin' } },
+  deleteUsers: { method: 'DELETE', url: '/api/auth/users', payload: { userIds: [sample] } },
+  listRealtimeChannels: { method: 'GET', url: '/api/realtime/channels' },
+  createRealtimeChannel: { method: 'POST', url: '/api/realtime/channels', payload: { pattern: 'room:%' } },
+  updateRealtimeChannel: { method: 'PATCH', url: `/api/realtime/channels/${sample}`, payload: { enabled: false } },
+  deleteRealtimeChannel: { method: 'DELETE', url: `/api/realtime/channels/${sample}` },
+};
+
+t.test('x-roles: a signed-in user who is not an administrator is refused before the body is read', async (t) => {
+  const { app } = await buildTestApp(t);
+  const user = accessTokenFor(app, 'user');
+  for (const id of administratorsOnly) {
+    const request = requests[id];
+    if (request === undefined) throw new Error(`no sample request for ${id}`);
+    t.equal(operations[id].method, request.method, `${id}: the sample's method`);
+    const headers = { authorization: `Bearer ${user}` };
+    assertErrorBody(t, await app.inject({ ...request, headers }), 403, 'FORBIDDEN');
+    // A body the schema refuses still gets 403: the role is checked first.
+    if (request.payload !== undefined) {
+      const bad = await app.inject({ ...request, headers, payload: { unexpectedField: true } });
+      assertErrorBody(t, bad, 403, 'FORBIDDEN');
+    }
+  }
+});
+
+t.test('a concrete path answers 405 to a method only its templated sibling takes', async (t) => {
+  const { app } = await buildTestApp(t);
+  const cases: Array<['GET' | 'HEAD', string, string]> = [
+    ['GET', '/api/auth/oauth/exchange', 'POST'],
+    ['HEAD', '/api/auth/oauth/exchange', 'POST'],
+    ['GET', '/api/auth/profiles/current', 'PATCH'],
+  ];
+  for (const [method, url, allow] of cases) {
+    const res = await app.inject({ method, url });
+    if (method === 'HEAD') t.equal(res.statusCode, 405, `${method} ${url}: 405`);
+    else assertErrorBody(t, res, 405, 'METHOD_NOT_ALLOWED');
+    t.equal(res.headers.allow, allow, `${method} ${url}: Allow: ${allow}`);
+  }
+});
+
+type Schema = { $ref?: string; properties?: Record<string, Schema>; items?: Schema };
+type Link = { operationId: string; parameters?: Record<string, string>; requestBody?: Record<string, string> };
+
+t.test(
+  'every OpenAPI link names an operation, fills what it takes, and reads a field the answer declares',
+  async (t) => {
+    const spec = specDocument as unknown as {
+      paths: Record<
+        string,
+        Record<
+          string,
+          {
+            operationId?: string;
+            parameters?: Array<{ $ref?: string; name?: string }>;
+            responses: Record<
+              string,
+              { links?: Record<string, { $ref: string }>; content?: Record<string, { schema: Schema }> }
+            >;
+          }
+        >
+      >;
+      components: {
+        links: Record<string, Link>;
+        schemas: Record<string, Schema>;
+        parameters: Record<string, { name: string }>;
+      };
+    };
+    const resolve = (schema: Schema): Schema =>
+      schema.$ref === undefined
+        ? schema
+        : resolve(spec.components.schemas[schema.$ref.split('/').pop() as string] as Schema);
+    const fieldAt = (schema: Schema, pointer: string): Schema | undefined =>
+      pointer
+        .split('/')
+        .filter(Boolean)
+        .reduce<Schema | undefined>((s, part) => {
+          if (s === undefined) return undefined;
+          const r = resolve(s);
+          return /^\d+$/.test(part) ? r.items : r.properties?.[part];
+        }, schema);
+    let count = 0;
+    for (const item of Object.values(spec.paths)) {
+      for (const op of Object.values(item)) {
+        for (const [status, response] of Object.entries(op.responses ?? {})) {
+          for (const [name, ref] of Object.entries(response.links ?? {})) {
+            count++;
+            const link = spec.components.links[ref.$ref.split('/').pop() as string] as Link;
+            const where = `${op.operationId} ${status} ${name}`;
+            const target = link.operationId as OperationId;
+            t.ok(target in operations, `${where}: ${target} is an operation`);
+            const body = response.content?.['application/json']?.schema as Schema;
+            const expressions = { ...link.parameters, ...link.requestBody };
+            for (const [field, expression] of Object.entries(expressions)) {
+              const pointer = expression.replace(/^\$response\.body#/, '');
+              t.ok(fieldAt(body, pointer), `${where}: the answer declares ${pointer}`);
+              if (link.parameters?.[field] !== undefined) {
+                t.match(operations[target].path, `{${field}}`, `${where}: ${target} takes ${field}`);
+              }
+            }
+          }
+        }
+      }
+    }
+    t.ok(count >= 20, `${count} links`);
+  },
+);
