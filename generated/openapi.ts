@@ -2530,7 +2530,7 @@ export interface operations {
                      *       "database": "up",
                      *       "redis": "up",
                      *       "embeddingsBreaker": "closed",
-                     *       "version": "0.12.0",
+                     *       "version": "0.13.0",
                      *       "uptimeSeconds": 3612.4
                      *     }
                      */
