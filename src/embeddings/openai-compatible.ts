@@ -1,5 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import type { Pool } from 'undici';
+import type { Dispatcher, Pool, RetryHandler } from 'undici';
 import { ApiError, type ErrorCode } from '../errors.ts';
 import { retryAfterSeconds, upstreamErrorMessage } from './upstream-errors.ts';
 import { base64ToFloat32, type Vector } from './vectors.ts';
@@ -36,17 +35,54 @@ export const MAX_RETRY_AFTER_SECONDS = 60;
 const RETRYABLE_STATUS = new Set([408, 409, 429]);
 const isRetryableStatus = (status: number) => RETRYABLE_STATUS.has(status) || status >= 500;
 
-type Attempt =
-  | { ok: true; answer: EmbeddingsAnswer }
-  | { ok: false; retryable: boolean; error: ApiError; retryAfter?: number | undefined };
+/** The error an attempt's deadline aborts it with: a slow provider, never retried. */
+class AttemptDeadline extends Error {
+  override name = 'AttemptDeadline';
+}
 
 /**
- * An OpenAI-compatible embeddings API over one keep-alive connection pool. Retries connection
- * failures, 408, 409, 429 and 5xx up to twice (exponential backoff with jitter, or the upstream's
- * Retry-After up to a minute); maps every failure to the service's errors.
+ * An undici interceptor giving each attempt (each dispatch below the retry interceptor) `ms` to
+ * finish, a successful answer's body included; beyond, the attempt is aborted with AttemptDeadline.
+ */
+function attemptDeadline(ms: number): Dispatcher.DispatcherComposeInterceptor {
+  return (dispatch) => (opts, handler) => {
+    let timer: NodeJS.Timeout | undefined;
+    return dispatch(opts, {
+      onRequestStart(controller, context) {
+        timer = setTimeout(() => controller.abort(new AttemptDeadline(`no answer in ${ms} ms`)), ms);
+        handler.onRequestStart?.(controller, context);
+      },
+      onRequestUpgrade: (...args) => handler.onRequestUpgrade?.(...args),
+      onResponseStart(controller, statusCode, headers, statusMessage) {
+        // A failure's body only carries its message (and the retry interceptor holds it while it waits).
+        if (statusCode >= 300) clearTimeout(timer);
+        handler.onResponseStart?.(controller, statusCode, headers, statusMessage);
+      },
+      onResponseData: (...args) => handler.onResponseData?.(...args),
+      onResponseEnd(controller, trailers) {
+        clearTimeout(timer);
+        handler.onResponseEnd?.(controller, trailers);
+      },
+      onResponseError(controller, err) {
+        clearTimeout(timer);
+        handler.onResponseError?.(controller, err);
+      },
+    });
+  };
+}
+
+/** The code an attempt's failure is reported with (onAttempt). */
+const outcomeOf = (status: number | undefined): ErrorCode => (status === 429 ? 'RATE_LIMITED' : 'PROVIDER_UNAVAILABLE');
+
+/**
+ * An OpenAI-compatible embeddings API over one keep-alive connection pool. undici's retry
+ * interceptor retries connection failures, 408, 409, 429 and 5xx up to twice (exponential backoff
+ * with jitter, or the upstream's Retry-After up to a minute; a longer one is answered at once);
+ * each attempt has its own deadline, and a slow provider is not retried. Every failure is mapped to
+ * the service's errors.
  */
 export class OpenAICompatibleUpstream {
-  #pool: Promise<Pool> | undefined;
+  #pool: Promise<{ pool: Pool; dispatcher: Dispatcher }> | undefined;
   readonly #origin: string;
   readonly #path: string;
   readonly #options: UpstreamOptions;
@@ -58,19 +94,44 @@ export class OpenAICompatibleUpstream {
     this.#origin = url.origin;
   }
 
-  /** The connection pool, made on first use (undici is loaded then, not at start). */
-  #connections(): Promise<Pool> {
-    this.#pool ??= import('undici').then(
-      ({ Pool }) =>
-        new Pool(this.#origin, {
-          connections: 128,
-          keepAliveTimeout: 30_000,
-          // The per-call deadline below covers the whole exchange; these only catch a stalled socket.
-          headersTimeout: this.#options.timeoutMs + 1_000,
-          bodyTimeout: this.#options.timeoutMs + 1_000,
-        }),
-    );
+  /** The connection pool with the deadline and retries, made on first use (undici is loaded then, not at start). */
+  #connections(): Promise<{ pool: Pool; dispatcher: Dispatcher }> {
+    this.#pool ??= import('undici').then(({ Pool, interceptors }) => {
+      const pool = new Pool(this.#origin, {
+        connections: 128,
+        keepAliveTimeout: 30_000,
+        // The per-attempt deadline covers the whole exchange; these only catch a stalled socket.
+        headersTimeout: this.#options.timeoutMs + 1_000,
+        bodyTimeout: this.#options.timeoutMs + 1_000,
+      });
+      const retries = interceptors.retry({ methods: ['POST'], maxRetries: MAX_RETRIES, throwOnError: false });
+      return { pool, dispatcher: pool.compose(attemptDeadline(this.#options.timeoutMs), retries) };
+    });
     return this.#pool;
+  }
+
+  /**
+   * undici's retry policy for one call: which failures are retried and after how long. It sees each
+   * failed attempt, so it reports those that are retried (the last one is reported by embed).
+   */
+  #retryPolicy(attemptStarted: { at: number }): RetryHandler.RetryCallback {
+    return (err, { state }, done) => {
+      const { statusCode, headers } = err as { statusCode?: number; headers?: Record<string, string | string[]> };
+      const retryable = statusCode === undefined ? !(err instanceof AttemptDeadline) : isRetryableStatus(statusCode);
+      const retryAfter = headers === undefined ? undefined : retryAfterSeconds(headers, Date.now());
+      if (!retryable || state.counter > MAX_RETRIES || (retryAfter ?? 0) > MAX_RETRY_AFTER_SECONDS) {
+        return done(err);
+      }
+      this.#options.onAttempt?.((performance.now() - attemptStarted.at) / 1000, outcomeOf(statusCode));
+      const backoff = this.#options.retryBaseMs * 2 ** (state.counter - 1) * (0.5 + Math.random() / 2);
+      setTimeout(
+        () => {
+          attemptStarted.at = performance.now();
+          done(null);
+        },
+        retryAfter === undefined ? backoff : retryAfter * 1000,
+      );
+    };
   }
 
   async embed(call: EmbeddingsCall): Promise<EmbeddingsAnswer> {
@@ -83,24 +144,12 @@ export class OpenAICompatibleUpstream {
       ...(call.dimensions === undefined ? {} : { dimensions: call.dimensions }),
       ...(call.user === undefined ? {} : { user: call.user }),
     });
-    for (let attempt = 0; ; attempt++) {
-      const started = performance.now();
-      const result = await this.#attempt(body, call.input.length);
-      this.#options.onAttempt?.((performance.now() - started) / 1000, result.ok ? 'ok' : result.error.code);
-      if (result.ok) return result.answer;
-      if (!result.retryable || attempt >= MAX_RETRIES) throw result.error;
-      if (result.retryAfter !== undefined && result.retryAfter > MAX_RETRY_AFTER_SECONDS) throw result.error;
-      const backoff = this.#options.retryBaseMs * 2 ** attempt * (0.5 + Math.random() / 2);
-      await sleep(result.retryAfter === undefined ? backoff : result.retryAfter * 1000);
-    }
-  }
-
-  async #attempt(body: string, expected: number): Promise<Attempt> {
-    const deadline = new AbortController();
-    const timer = setTimeout(() => deadline.abort(), this.#options.timeoutMs);
+    const attemptStarted = { at: performance.now() };
+    let status: number | undefined;
+    let result: { answer: EmbeddingsAnswer } | { error: ApiError };
     try {
-      const pool = await this.#connections();
-      const res = await pool.request({
+      const { dispatcher } = await this.#connections();
+      const res = await dispatcher.request({
         method: 'POST',
         path: this.#path,
         headers: {
@@ -109,94 +158,74 @@ export class OpenAICompatibleUpstream {
           ...(this.#options.apiKey ? { authorization: `Bearer ${this.#options.apiKey}` } : {}),
         },
         body,
-        signal: deadline.signal,
-      });
+        retryOptions: { retry: this.#retryPolicy(attemptStarted) },
+      } as Dispatcher.RequestOptions);
       const text = await res.body.text();
-      if (res.statusCode >= 200 && res.statusCode < 300) return this.#parse(text, expected);
-      return this.#failure(res.statusCode, text, res.headers);
+      status = res.statusCode;
+      result =
+        status >= 200 && status < 300
+          ? this.#parse(text, call.input.length)
+          : { error: this.#failure(status, text, res.headers) };
     } catch (err) {
-      if (deadline.signal.aborted) {
-        const seconds = this.#options.timeoutMs / 1000;
-        return {
-          ok: false,
-          retryable: false,
-          error: new ApiError('PROVIDER_TIMEOUT', `The embeddings provider did not answer within ${seconds} s`),
-        };
-      }
-      const code = (err as { code?: string }).code ?? 'connection error';
-      return {
-        ok: false,
-        retryable: true,
-        error: new ApiError('PROVIDER_UNAVAILABLE', `The embeddings provider could not be reached (${code})`),
-      };
-    } finally {
-      clearTimeout(timer);
+      result = { error: this.#unreachable(err) };
     }
+    this.#options.onAttempt?.(
+      (performance.now() - attemptStarted.at) / 1000,
+      'answer' in result ? 'ok' : result.error.code,
+    );
+    if ('error' in result) throw result.error;
+    return result.answer;
   }
 
-  #failure(status: number, text: string, headers: Record<string, string | string[] | undefined>): Attempt {
+  /** No answer: the attempt's deadline passed, or the connection failed (after the retries). */
+  #unreachable(err: unknown): ApiError {
+    if (err instanceof AttemptDeadline) {
+      const seconds = this.#options.timeoutMs / 1000;
+      return new ApiError('PROVIDER_TIMEOUT', `The embeddings provider did not answer within ${seconds} s`);
+    }
+    const code = (err as { code?: string }).code ?? 'connection error';
+    return new ApiError('PROVIDER_UNAVAILABLE', `The embeddings provider could not be reached (${code})`);
+  }
+
+  /** The service's error for an upstream's answer that is not a success (after the retries). */
+  #failure(status: number, text: string, headers: Record<string, string | string[] | undefined>): ApiError {
     const upstream = upstreamErrorMessage(text, this.#options.apiKey);
-    const retryAfter = retryAfterSeconds(headers, Date.now());
     if (status === 401 || status === 403) {
-      return {
-        ok: false,
-        retryable: false,
-        error: new ApiError(
-          'PROVIDER_AUTH_FAILED',
-          `The embeddings provider rejected the service's credentials (HTTP ${status})`,
-        ),
-      };
+      return new ApiError(
+        'PROVIDER_AUTH_FAILED',
+        `The embeddings provider rejected the service's credentials (HTTP ${status})`,
+      );
     }
     if (status === 429) {
-      const wait = Math.max(1, Math.ceil(retryAfter ?? 1));
-      return {
-        ok: false,
-        retryable: true,
-        retryAfter,
-        error: new ApiError(
-          'RATE_LIMITED',
-          `The embeddings provider is rate limiting this service; try again in ${wait} s`,
-          { 'retry-after': String(wait) },
-        ),
-      };
+      const wait = Math.max(1, Math.ceil(retryAfterSeconds(headers, Date.now()) ?? 1));
+      return new ApiError(
+        'RATE_LIMITED',
+        `The embeddings provider is rate limiting this service; try again in ${wait} s`,
+        { 'retry-after': String(wait) },
+      );
     }
     if (isRetryableStatus(status)) {
-      return {
-        ok: false,
-        retryable: true,
-        retryAfter,
-        error: new ApiError(
-          'PROVIDER_UNAVAILABLE',
-          `The embeddings provider failed (HTTP ${status}${upstream ? `: ${upstream}` : ''})`,
-        ),
-      };
+      return new ApiError(
+        'PROVIDER_UNAVAILABLE',
+        `The embeddings provider failed (HTTP ${status}${upstream ? `: ${upstream}` : ''})`,
+      );
     }
     if (status !== 400 && status !== 404 && status !== 422) {
       // A redirect, 402 (billing), 413 ...: a problem of the deployment, not of the caller's request.
-      return {
-        ok: false,
-        retryable: false,
-        error: new ApiError(
-          'PROVIDER_UNAVAILABLE',
-          `The embeddings provider refused the service (HTTP ${status}${upstream ? `: ${upstream}` : ''})`,
-        ),
-      };
+      return new ApiError(
+        'PROVIDER_UNAVAILABLE',
+        `The embeddings provider refused the service (HTTP ${status}${upstream ? `: ${upstream}` : ''})`,
+      );
     }
     // The request itself was refused (400, 404 unknown model, 422): the caller can fix it.
-    return {
-      ok: false,
-      retryable: false,
-      error: new ApiError(
-        'INVALID_INPUT',
-        `The embeddings provider refused the request: ${upstream ?? `HTTP ${status}`}`,
-      ),
-    };
+    return new ApiError(
+      'INVALID_INPUT',
+      `The embeddings provider refused the request: ${upstream ?? `HTTP ${status}`}`,
+    );
   }
 
-  #parse(text: string, expected: number): Attempt {
-    const invalid = (why: string): Attempt => ({
-      ok: false,
-      retryable: false,
+  #parse(text: string, expected: number): { answer: EmbeddingsAnswer } | { error: ApiError } {
+    const invalid = (why: string) => ({
       error: new ApiError('PROVIDER_UNAVAILABLE', `The embeddings provider sent an invalid answer (${why})`),
     });
     let parsed: { data?: unknown; usage?: { prompt_tokens?: unknown; total_tokens?: unknown } } | null;
@@ -222,13 +251,12 @@ export class OpenAICompatibleUpstream {
     const count = (v: unknown) =>
       typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 2_147_483_647 ? v : undefined;
     return {
-      ok: true,
       answer: { vectors, promptTokens: count(usage?.prompt_tokens), totalTokens: count(usage?.total_tokens) },
     };
   }
 
   async close(): Promise<void> {
-    await (await this.#pool)?.close();
+    await (await this.#pool)?.pool.close();
   }
 }
 
