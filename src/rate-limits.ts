@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis';
 import { type OperationId, operations, type RateLimitName } from '../generated/contract.ts';
 import { addressNetworks } from './client-address.ts';
 import type { Config } from './config.ts';
+import { errorBody } from './errors.ts';
 import { redisStoreWithFallback } from './rate-limit-store.ts';
 import { redisFallback } from './redis-fallback.ts';
 
@@ -79,10 +80,7 @@ export async function registerRateLimits(
       const declared = operationId === undefined ? undefined : operations[operationId as OperationId]?.rateLimits[0];
       if (declared !== undefined) onLimited?.(operationId as OperationId, declared.by);
     },
-    errorResponseBuilder: (_request, context) => ({
-      statusCode: 429,
-      error: 'RATE_LIMITED',
-      message: `Too many requests; try again in ${Math.ceil(context.ttl / 1000)} s`,
-    }),
+    errorResponseBuilder: (_request, context) =>
+      errorBody('RATE_LIMITED', `Too many requests; try again in ${Math.ceil(context.ttl / 1000)} s`),
   });
 }

@@ -8,6 +8,7 @@ import type { SessionRevocations } from '../auth/session-revocations.ts';
 import type { Config } from '../config.ts';
 import { socketOriginAllowed } from '../cors.ts';
 import type { Database } from '../db/schema.ts';
+import { errorBody } from '../errors.ts';
 import { RealtimeConnection } from './connection.ts';
 import { attachFanout, channelOfRoom, type Fanout } from './fanout.ts';
 import { admitSockets, type RealtimeSocket } from './handshake.ts';
@@ -156,6 +157,6 @@ function refusePlainHttp(app: FastifyInstance): void {
       'x-content-type-options': 'nosniff',
       connection: 'close',
     });
-    res.end(JSON.stringify({ error: 'INVALID_INPUT', message, statusCode: 400 }));
+    res.end(JSON.stringify(errorBody('INVALID_INPUT', message)));
   });
 }
