@@ -40,9 +40,10 @@ t.test('start-up promoting an existing account to administrator revokes what its
   const listed = await api.get('/api/auth/users', { headers: { authorization: `Bearer ${squatter.accessToken}` } });
   assertErrorBody(t, listed, 401, 'SESSION_REVOKED');
   const pending = await first.database.handle.db
-    .selectFrom('email_verifications')
-    .innerJoin('users', 'users.id', 'email_verifications.user_id')
+    .selectFrom('one_time_codes')
+    .innerJoin('users', 'users.id', 'one_time_codes.user_id')
     .select('user_id')
+    .where('purpose', '=', 'verification')
     .where('users.email', '=', email)
     .execute();
   t.same(pending, [], 'the pending verification was deleted');

@@ -3,6 +3,7 @@ import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as users from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
 import { verificationEmail } from '../mail/templates.ts';
 import {
   type AuthDeps,
@@ -38,6 +39,18 @@ export function createEmailVerification(
   codes: OneTimeCodes,
 ) {
   const { db, clock, config } = deps;
+
+  /** Runs a verification, reporting it to the metrics: ok, or failed when it was refused (INVALID_OTP). */
+  async function reported<T>(verification: () => Promise<T>): Promise<T> {
+    try {
+      const result = await verification();
+      deps.events?.emailVerification('ok');
+      return result;
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 'INVALID_OTP') deps.events?.emailVerification('failed');
+      throw err;
+    }
+  }
 
   /**
    * Sends a fresh code and link to an unverified account's address (voiding the earlier ones). The
@@ -91,14 +104,16 @@ export function createEmailVerification(
     client: ClientInfo,
     bindings: readonly string[] = [],
   ): Promise<IssuedSession> {
-    const v =
-      'email' in input
-        ? await codes.check('verification', input.email.toLowerCase(), input.otp)
-        : await codes.checkToken('verification', input.otp);
-    const now = clock.now();
-    return db
-      .transaction()
-      .execute(async (trx) => sessions.start((await consume(trx, v, now, bindings)).user, client, trx));
+    return reported(async () => {
+      const v =
+        'email' in input
+          ? await codes.check('verification', input.email.toLowerCase(), input.otp)
+          : await codes.checkToken('verification', input.otp);
+      const now = clock.now();
+      return db
+        .transaction()
+        .execute(async (trx) => sessions.start((await consume(trx, v, now, bindings)).user, client, trx));
+    });
   }
 
   /**
@@ -107,11 +122,13 @@ export function createEmailVerification(
    * whether the account has a password to sign in with (none after competing sign-ups).
    */
   async function confirmEmail(token: string, bindings: readonly string[] = []): Promise<{ hasPassword: boolean }> {
-    const v = await codes.checkToken('verification', token);
-    const now = clock.now();
-    return db
-      .transaction()
-      .execute(async (trx) => ({ hasPassword: (await consume(trx, v, now, bindings)).hasPassword }));
+    return reported(async () => {
+      const v = await codes.checkToken('verification', token);
+      const now = clock.now();
+      return db
+        .transaction()
+        .execute(async (trx) => ({ hasPassword: (await consume(trx, v, now, bindings)).hasPassword }));
+    });
   }
 
   return { sendVerification, verifyEmail, confirmEmail };

@@ -100,7 +100,8 @@ export function createPasswordlessSignIn(
 
   /**
    * Signs in with an emailed code. Counted like a password sign-in of the address: the back-off
-   * applies before the code is looked at, a refused code is a failure, a session clears it.
+   * applies before the code is looked at, a refused code is a failure, a session clears it (and
+   * both are reported as sign-ins to the metrics).
    */
   async function signInWithCode(
     input: { email: string; otp: string; name?: string | undefined },
@@ -120,12 +121,16 @@ export function createPasswordlessSignIn(
       outcome = await consume(row, { email, name: input.name }, client);
       if (outcome === undefined) throw invalidOtp();
     } catch (err) {
-      if (err instanceof ApiError && err.code === 'INVALID_OTP') await signInThrottle.recordFailure(email, device);
+      if (err instanceof ApiError && err.code === 'INVALID_OTP') {
+        await signInThrottle.recordFailure(email, device);
+        deps.events?.signIn('failed');
+      }
       throw err;
     }
     issuer.revoked(outcome.ended);
     unproven.announce(outcome.removal);
     await signInThrottle.recordSuccess(email, device);
+    deps.events?.signIn('ok');
     return outcome.session;
   }
 
