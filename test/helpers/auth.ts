@@ -51,7 +51,7 @@ export function decodeClaims(jwt: string): Record<string, unknown> {
 }
 
 /** The Set-Cookie lines of a response. */
-export function setCookieHeaders(res: LightMyRequestResponse): string[] {
+export function setCookieHeaders(res: Pick<LightMyRequestResponse, 'headers'>): string[] {
   const header = res.headers['set-cookie'];
   if (header === undefined) return [];
   return Array.isArray(header) ? header : [String(header)];
@@ -62,7 +62,7 @@ export function setCookieHeaders(res: LightMyRequestResponse): string[] {
  * lower-cased), the one that sets a value first (the others expire the cookie's variants under
  * other settings; on the wire they come before it).
  */
-export function refreshCookies(res: LightMyRequestResponse) {
+export function refreshCookies(res: Pick<LightMyRequestResponse, 'headers'>) {
   return setCookieHeaders(res)
     .filter((line) => line.startsWith('refresh_token='))
     .sort((a, b) => Number(a.startsWith('refresh_token=;')) - Number(b.startsWith('refresh_token=;')))
@@ -76,6 +76,24 @@ export function refreshCookies(res: LightMyRequestResponse) {
       }
       return { value: pair.slice('refresh_token='.length), attributes, line };
     });
+}
+
+/** A session answer (sign-in or refresh) with the value of its refresh_token cookie (web clients). */
+export interface SessionAnswer {
+  accessToken: string;
+  csrfToken: string | null;
+  refreshToken: string | null;
+  user: { id: string; email: string; emailVerified: boolean };
+  redirectTo?: string;
+  /** Web only: the value of the refresh_token cookie. */
+  cookie: string | undefined;
+}
+
+/** The session of a 200 answer; throws on any other status. */
+export function toSession(res: Pick<LightMyRequestResponse, 'statusCode' | 'body' | 'headers'>): SessionAnswer {
+  if (res.statusCode !== 200) throw new Error(`expected a session, got ${res.statusCode} ${res.body}`);
+  const body = JSON.parse(res.body) as Omit<SessionAnswer, 'cookie'>;
+  return { ...body, cookie: refreshCookies(res)[0]?.value };
 }
 
 /** How buildAuthTestApp configures the app. */
@@ -112,6 +130,8 @@ export interface AuthTestApp extends TestApp {
   nthMail(email: string, n: number): Promise<ReceivedMail>;
   /** Waits for the first email to an address and returns it. */
   firstMail(email: string): Promise<ReceivedMail>;
+  /** A new account at a `label`-tagged address, signed up with PASSWORD and verified by its link; returns the address. */
+  verifiedAccount(label: string): Promise<string>;
 }
 
 /** A test app on a fresh database that mails to a local SMTP capture and runs on a TestClock; all closed when `t` ends. */
@@ -143,7 +163,7 @@ export async function buildAuthTestApp(t: Teardown, options: AuthTestAppOptions 
   const verifyElsewhere = (payload: Record<string, unknown>) =>
     app.inject({ method: 'POST', url: '/api/auth/email/verify?client_type=mobile', payload });
 
-  return {
+  const auth: AuthTestApp = {
     ...built,
     smtp,
     clock,
@@ -173,5 +193,15 @@ export async function buildAuthTestApp(t: Teardown, options: AuthTestAppOptions 
       app.inject({ url: '/api/auth/sessions/current', headers: { authorization: `Bearer ${accessToken}` } }),
     nthMail,
     firstMail: (email) => nthMail(email, 1),
+    async verifiedAccount(label) {
+      const email = newEmail(label);
+      const res = await auth.signUp(email);
+      if (res.statusCode !== 202) throw new Error(`sign-up: ${res.statusCode} ${res.body}`);
+      const mail = await nthMail(email, 1);
+      const verified = await auth.verify({ otp: mail.token });
+      if (verified.statusCode !== 200) throw new Error(`verify: ${verified.statusCode} ${verified.body}`);
+      return email;
+    },
   };
+  return auth;
 }

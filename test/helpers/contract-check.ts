@@ -103,8 +103,14 @@ function check(request: FastifyRequest, reply: FastifyReply, payload: unknown): 
   });
 }
 
+const checkedApps = new WeakSet<FastifyInstance>();
+
+/** Whether an app carries the checking hook (test/helpers/typed-inject.ts asks). */
+export const isContractChecked = (app: FastifyInstance): boolean => checkedApps.has(app);
+
 /** Adds the checking hook to an app under test (before it is ready). */
 export function checkResponsesAgainstContract(app: FastifyInstance): void {
+  checkedApps.add(app);
   app.addHook('onSend', async (request, reply, payload) => {
     const problem = check(request, reply, payload);
     if (problem === undefined) return payload;
