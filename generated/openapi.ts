@@ -2100,7 +2100,7 @@ export interface components {
                 /**
                  * @example {
                  *       "error": "FORBIDDEN",
-                 *       "message": "Administrator role required",
+                 *       "message": "This operation needs the admin role",
                  *       "statusCode": 403
                  *     }
                  */

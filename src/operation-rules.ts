@@ -1,5 +1,11 @@
 import { Readable } from 'node:stream';
-import type { FastifyInstance, onRequestHookHandler, preParsingHookHandler, preValidationHookHandler } from 'fastify';
+import type {
+  FastifyInstance,
+  onRequestHookHandler,
+  preHandlerHookHandler,
+  preParsingHookHandler,
+  preValidationHookHandler,
+} from 'fastify';
 import { type OperationId, operations, type Role } from '../generated/contract.ts';
 import type { Config } from './config.ts';
 import { ApiError } from './errors.ts';
@@ -38,7 +44,7 @@ const ignoreBody: preParsingHookHandler = async (request) => {
 };
 
 /** x-roles: the access token's role must be one of them (a role change ends the account's sessions, so the claim is current). */
-function requireRole(roles: readonly Role[]): onRequestHookHandler {
+function requireRole(roles: readonly Role[]): preHandlerHookHandler {
   return async (request) => {
     if (!roles.includes(request.user.role)) {
       throw new ApiError('FORBIDDEN', `This operation needs the ${roles.join(' or ')} role`);
@@ -57,9 +63,9 @@ const asArray = <T>(value: T | T[] | undefined): T[] =>
 /**
  * The one place where each operation's rules from openapi.yaml are applied to its route, as the
  * route is added: authentication (the security handlers, which fastify-openapi-glue runs as a
- * preHandler, after the body is read) moves to the end of onRequest, followed by the x-roles check
- * and an x-rate-limit by user; x-body-limit; the closed query; the required or absent body; and
- * the per-route setting that @fastify/rate-limit reads. Must be registered before the rate-limit
+ * preHandler, after the body is read) moves to the end of onRequest, where an x-rate-limit by user
+ * follows it; x-body-limit; the closed query; the required or absent body; the x-roles check, once
+ * the input is valid; and the per-route setting that @fastify/rate-limit reads. Must be registered before the rate-limit
  * plugin (registerRateLimits), whose own onRoute hook reads that setting.
  */
 export function registerOperationRules(app: FastifyInstance, config: Readonly<Config>): void {
@@ -67,10 +73,12 @@ export function registerOperationRules(app: FastifyInstance, config: Readonly<Co
     const operationId = (route.schema as { operationId?: string } | undefined)?.operationId;
     if (operationId === undefined || !(operationId in operations)) return;
     const operation = operations[operationId as OperationId];
-    const onRequest = [...asArray(route.onRequest), ...asArray(route.preHandler)] as onRequestHookHandler[];
-    delete route.preHandler;
-    if (operation.roles !== null) onRequest.push(requireRole(operation.roles));
-    if (onRequest.length > 0) route.onRequest = onRequest;
+    if (route.preHandler !== undefined) {
+      route.onRequest = [...asArray(route.onRequest), ...asArray(route.preHandler)] as onRequestHookHandler[];
+      delete route.preHandler;
+    }
+    // After the input is validated, as the handler would: a malformed request is a 400 for anyone.
+    if (operation.roles !== null) route.preHandler = [requireRole(operation.roles)];
     const rateLimit = routeRateLimit(config, operationId as OperationId);
     if (rateLimit !== undefined) route.config = { ...(route.config as object), rateLimit } as never;
     // Each operation's own limit, from x-body-limit in openapi.yaml (413 above it).

@@ -33,3 +33,36 @@ export function isRetryable(err: unknown): boolean {
   const code = (err as { code?: unknown } | null | undefined)?.code;
   return typeof code === 'string' && /^(40[0-9A-Z]{3}|55P03)$/.test(code);
 }
+
+/** How a database error is answered: an error code of the contract, its message and Retry-After. */
+export interface DatabaseErrorAnswer {
+  code: 'INVALID_INPUT' | 'SERVICE_UNAVAILABLE';
+  message: string;
+  retryAfterSeconds?: number;
+}
+
+/** The answer to a database error that a request can meet, or undefined for any other error (a 500). */
+export function databaseErrorAnswer(err: unknown): DatabaseErrorAnswer | undefined {
+  const code = (err as { code?: unknown } | null | undefined)?.code;
+  // SQLSTATE class 22 (data exception): a value the database refuses, which only input can cause.
+  if (typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code)) {
+    return { code: 'INVALID_INPUT', message: 'A value in the request cannot be stored' };
+  }
+  // Class 40 (a deadlock or serialization failure), or a lock not obtained within lock_timeout
+  // (55P03): the transaction was rolled back and may be retried.
+  if (typeof code === 'string' && /^(40[0-9A-Z]{3}|55P03)$/.test(code)) {
+    return {
+      code: 'SERVICE_UNAVAILABLE',
+      message: 'The request conflicted with a concurrent one; try again',
+      retryAfterSeconds: 1,
+    };
+  }
+  if (isDatabaseUnavailable(err)) {
+    return {
+      code: 'SERVICE_UNAVAILABLE',
+      message: 'The database is not answering; try again shortly',
+      retryAfterSeconds: 5,
+    };
+  }
+  return undefined;
+}
