@@ -4,13 +4,12 @@
 // cannot sign in (answered exactly as a wrong password), refresh or verify; and no call, however
 // concurrent, leaves no enabled administrator.
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import type { LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
-import { buildApp } from '../src/app.ts';
 import { createSessionRevocations } from '../src/auth/session-revocations.ts';
-import { openDatabase } from '../src/db/database.ts';
 import { insertSessionIfCredentialsHold } from '../src/db/repositories/sessions.ts';
 import { ADMIN_PASSWORD, accountCalls, bearer, buildAccountsApp, type MobileSession } from './helpers/accounts.ts';
+import { buildAnotherInstance } from './helpers/app.ts';
 import { newEmail, PASSWORD, wrongCode } from './helpers/auth.ts';
 import { usingPostgres } from './helpers/database.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
@@ -44,7 +43,7 @@ async function assertSessionEnded(t: Test, a: Accounts, s: MobileSession, what: 
   assertErrorBody(t, await a.current(s.accessToken), 401, 'SESSION_REVOKED');
   assertErrorBody(
     t,
-    await a.app.inject({ url: '/api/realtime/permissions', headers: bearer(s.accessToken) }),
+    await a.api.get('/api/realtime/permissions', { headers: bearer(s.accessToken) }),
     401,
     'SESSION_REVOKED',
   );
@@ -59,12 +58,13 @@ t.test(
     const a = await buildAccountsApp(t, { label: 'admin-perm' });
     const user = await a.signUp();
     const target = (await a.signUp()).userId;
-    const requests = (token: string | undefined): (() => Promise<LightMyRequestResponse>)[] => {
+    const requests = (token: string | undefined) => {
       const headers = token === undefined ? {} : bearer(token);
+      const params = { userId: target };
       return [
-        () => a.app.inject({ url: `/api/auth/users/${target}`, headers }),
-        () => a.app.inject({ method: 'PATCH', url: `/api/auth/users/${target}`, headers, payload: { disabled: true } }),
-        () => a.app.inject({ method: 'DELETE', url: '/api/auth/users', headers, payload: { userIds: [target] } }),
+        () => a.api.get('/api/auth/users/{userId}', { params, headers }),
+        () => a.api.patch('/api/auth/users/{userId}', { params, headers, body: { disabled: true } }),
+        () => a.api.delete('/api/auth/users', { headers, body: { userIds: [target] } }),
       ];
     };
     for (const request of requests(undefined)) assertErrorBody(t, await request(), 401, 'UNAUTHORIZED');
@@ -105,7 +105,7 @@ t.test('GET /api/auth/users/{userId}', async (t) => {
 t.test('PATCH role: promotion and demotion take effect, and end the sessions carrying the old role', async (t) => {
   const a = await buildAccountsApp(t, { label: 'admin-role' });
   const bob = await a.signUp(newEmail('bob'));
-  const directory = (token: string) => a.app.inject({ url: '/api/auth/users', headers: bearer(token) });
+  const directory = (token: string) => a.api.get('/api/auth/users', { headers: bearer(token) });
   assertErrorBody(t, await directory(bob.accessToken), 403, 'FORBIDDEN');
 
   const promoted = await a.updateUser(a.admin.accessToken, bob.userId, { role: 'admin' });
@@ -227,14 +227,11 @@ t.test('the checks hold by themselves (an account disabled without its sessions 
 t.test('a disabled account cannot verify its address; disabling voids the code and link sent before', async (t) => {
   const a = await buildAccountsApp(t, { label: 'admin-verify', env: { REQUIRE_EMAIL_VERIFICATION: 'true' } });
   const email = newEmail('pending');
-  const signUp = await a.app.inject({ method: 'POST', url: '/api/auth/users', payload: { email, password: PASSWORD } });
+  const signUp = await a.api.post('/api/auth/users', { body: { email, password: PASSWORD } });
   t.equal(signUp.statusCode, 202, 'sign-up needs verification');
   const mail = await a.firstMail(email);
-  const listed = await a.app.inject({
-    url: `/api/auth/users?search=${encodeURIComponent(email)}`,
-    headers: bearer(a.admin.accessToken),
-  });
-  const id = listed.json().data[0].id as string;
+  const listed = await a.api.get('/api/auth/users', { query: { search: email }, headers: bearer(a.admin.accessToken) });
+  const id = listed.json().data[0]?.id as string;
   t.equal((await a.updateUser(a.admin.accessToken, id, { disabled: true })).statusCode, 200, 'disabled');
   const refused = await a.verify({ email, otp: mail.code });
   const wrong = await a.verify({ email, otp: wrongCode(mail.code ?? '000000') });
@@ -250,27 +247,17 @@ t.test('a disabled account cannot verify its address; disabling voids the code a
 t.test('a reset link sent before the account was disabled does not work once it is enabled again', async (t) => {
   const a = await buildAccountsApp(t, { label: 'admin-reset' });
   const bob = await a.signUp();
-  const sent = await a.app.inject({
-    method: 'POST',
-    url: '/api/auth/email/send-reset-password',
-    payload: { email: bob.email },
-  });
+  const sent = await a.api.post('/api/auth/email/send-reset-password', { body: { email: bob.email } });
   t.equal(sent.statusCode, 202);
   const mail = await a.firstMail(bob.email);
   t.match(mail.token, /^[0-9a-f]{64}$/, 'the reset link came');
   t.equal((await a.updateUser(a.admin.accessToken, bob.userId, { disabled: true })).statusCode, 200, 'disabled');
   t.equal((await a.updateUser(a.admin.accessToken, bob.userId, { disabled: false })).statusCode, 200, 'enabled');
-  const reset = (otp: string | undefined) =>
-    a.app.inject({
-      method: 'POST',
-      url: '/api/auth/email/reset-password',
-      payload: { otp, newPassword: 'a password from before' },
-    });
-  assertErrorBody(t, await reset(mail.token), 400, 'INVALID_OTP');
-  const exchanged = await a.app.inject({
-    method: 'POST',
-    url: '/api/auth/email/exchange-reset-password-token',
-    payload: { email: bob.email, code: mail.code },
+  const reset = (otp: string) =>
+    a.api.post('/api/auth/email/reset-password', { body: { otp, newPassword: 'a password from before' } });
+  assertErrorBody(t, await reset(mail.token ?? ''), 400, 'INVALID_OTP');
+  const exchanged = await a.api.post('/api/auth/email/exchange-reset-password-token', {
+    body: { email: bob.email, code: mail.code ?? '' },
   });
   assertErrorBody(t, exchanged, 400, 'INVALID_OTP');
 });
@@ -293,41 +280,29 @@ t.test('PATCH and DELETE refuse bad input', async (t) => {
   for (const userIds of [[], ['not-a-uuid'], [bob.userId, 42], tooMany, 'x', null]) {
     assertErrorBody(t, await a.deleteUsers(a.admin.accessToken, userIds), 400, 'INVALID_INPUT');
   }
+  const headers = bearer(a.admin.accessToken);
   assertErrorBody(
     t,
-    await a.app.inject({
-      method: 'DELETE',
-      url: '/api/auth/users',
-      headers: bearer(a.admin.accessToken),
-      payload: { userIds: [bob.userId], force: true },
-    }),
+    await a.api.delete('/api/auth/users', { headers, rawBody: { userIds: [bob.userId], force: true } }),
     400,
     'INVALID_INPUT',
   );
+  assertErrorBody(t, await a.api.delete('/api/auth/users', { headers, rawBody: undefined }), 400, 'INVALID_INPUT');
   assertErrorBody(
     t,
-    await a.app.inject({ method: 'DELETE', url: '/api/auth/users', headers: bearer(a.admin.accessToken) }),
-    400,
-    'INVALID_INPUT',
-  );
-  assertErrorBody(
-    t,
-    await a.app.inject({
-      method: 'DELETE',
-      url: '/api/auth/users',
-      headers: { ...bearer(a.admin.accessToken), 'content-type': 'text/plain' },
-      payload: bob.userId,
+    await a.api.delete('/api/auth/users', {
+      headers: { ...headers, 'content-type': 'text/plain' },
+      rawBody: bob.userId,
     }),
     415,
     'UNSUPPORTED_MEDIA_TYPE',
   );
   assertErrorBody(
     t,
-    await a.app.inject({
-      method: 'PATCH',
-      url: `/api/auth/users/${bob.userId}`,
-      headers: bearer(a.admin.accessToken),
-      payload: { role: 'user', padding: 'x'.repeat(17_000) },
+    await a.api.patch('/api/auth/users/{userId}', {
+      params: { userId: bob.userId },
+      headers,
+      rawBody: { role: 'user', padding: 'x'.repeat(17_000) },
     }),
     413,
     'PAYLOAD_TOO_LARGE',
@@ -349,10 +324,9 @@ t.test('DELETE /api/auth/users: counts what it deleted and ends every session at
   const closed = disconnection(socket, 4_000);
   // A session of Bob's that had already ended (logged out) before the deletion.
   const loggedOut = await a.signIn(bob.email);
-  const logout = await a.app.inject({
-    method: 'POST',
-    url: '/api/auth/logout?client_type=mobile',
-    payload: { refreshToken: loggedOut.refreshToken },
+  const logout = await a.api.post('/api/auth/logout', {
+    query: { client_type: 'mobile' },
+    body: { refreshToken: loggedOut.refreshToken },
   });
   t.equal(logout.statusCode, 204);
 
@@ -526,18 +500,6 @@ t.test('concurrent calls never leave no enabled administrator', async (t) => {
   }
 });
 
-/** Instance B on A's PostgreSQL database, with A's configuration; closed before A's database goes. */
-async function secondInstance(t: Test, a: Accounts): Promise<FastifyInstance> {
-  const database = await openDatabase(a.database.config);
-  const b = await buildApp(a.config, { database, logger: false });
-  t.teardown(async () => {
-    await b.close();
-    await database.close();
-  });
-  await b.ready();
-  return b;
-}
-
 /** Polls until `check` answers 401 SESSION_REVOKED; the delay since `from`. */
 async function refusedWithin(check: () => Promise<LightMyRequestResponse>, from: number): Promise<number> {
   for (;;) {
@@ -550,8 +512,9 @@ async function refusedWithin(check: () => Promise<LightMyRequestResponse>, from:
 
 t.test('another instance refuses at once too', { skip: !usingPostgres && 'PostgreSQL only' }, async (t) => {
   const a = await buildAccountsApp(t, { label: 'admin-instances' });
-  const b = await secondInstance(t, a);
-  const onB = accountCalls(b);
+  // Instance B on A's PostgreSQL database, with A's configuration and a connection pool of its own.
+  const b = await buildAnotherInstance(t, a, { ownConnection: true });
+  const onB = accountCalls(b.app);
   for (const [what, end] of [
     ['disabling', (s: MobileSession) => a.updateUser(a.admin.accessToken, s.userId, { disabled: true })],
     ['deleting', (s: MobileSession) => a.deleteUsers(a.admin.accessToken, [s.userId])],

@@ -1,77 +1,54 @@
 // Sessions: sign-in answers, refresh-token rotation and reuse, CSRF for web clients, logout,
 // the current session, and the claims of access tokens.
 import { randomBytes } from 'node:crypto';
-import type { LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
 import { TOKEN_AUDIENCE, TOKEN_ISSUER } from '../src/auth/access-token.ts';
 import { resolveJwtSecret } from '../src/auth/signing-key.ts';
 import type { Env } from '../src/config.ts';
-import { buildAuthTestApp, type ClientType, decodeClaims, newEmail, PASSWORD, refreshCookies } from './helpers/auth.ts';
+import {
+  buildAuthTestApp,
+  type ClientType,
+  decodeClaims,
+  newEmail,
+  PASSWORD,
+  refreshCookies,
+  type SessionAnswer,
+  toSession,
+} from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 import { accessClaims, forgeJwt } from './helpers/tokens.ts';
 
-interface Session {
-  accessToken: string;
-  csrfToken: string | null;
-  refreshToken: string | null;
-  user: { id: string; email: string; emailVerified: boolean };
-  /** Web only: the value of the refresh_token cookie. */
-  cookie: string | undefined;
-}
-
-function toSession(res: LightMyRequestResponse): Session {
-  if (res.statusCode !== 200) throw new Error(`expected a session, got ${res.statusCode} ${res.body}`);
-  const body = res.json() as Omit<Session, 'cookie'>;
-  return { ...body, cookie: refreshCookies(res)[0]?.value };
-}
-
 async function setup(t: Test, env: Env = {}) {
   const built = await buildAuthTestApp(t, { env, label: 'sessions' });
-  const { app, signUp, verify, firstMail } = built;
+  const { api } = built;
 
   const signIn = (email: string, password = PASSWORD, client: ClientType = 'web') =>
-    app.inject({ method: 'POST', url: `/api/auth/sessions?client_type=${client}`, payload: { email, password } });
+    api.post('/api/auth/sessions', { query: { client_type: client }, body: { email, password } });
 
-  /** A verified account, ready to sign in. */
-  async function verifiedAccount(label: string): Promise<string> {
-    const email = newEmail(label);
-    const res = await signUp(email);
-    if (res.statusCode !== 202) throw new Error(`sign-up: ${res.statusCode} ${res.body}`);
-    const mail = await firstMail(email);
-    const verified = await verify({ otp: mail.token });
-    if (verified.statusCode !== 200) throw new Error(`verify: ${verified.statusCode} ${verified.body}`);
-    return email;
-  }
-
-  async function session(email: string, client: ClientType): Promise<Session> {
+  async function session(email: string, client: ClientType): Promise<SessionAnswer> {
     return toSession(await signIn(email, PASSWORD, client));
   }
 
   /** Refresh (or logout) the way a web client does: the cookie, plus the CSRF header when given. */
   const webCall = (path: 'refresh' | 'logout', cookie: string | undefined, csrf?: string) =>
-    app.inject({
-      method: 'POST',
-      url: `/api/auth/${path}?client_type=web`,
+    api.post(`/api/auth/${path}`, {
+      query: { client_type: 'web' },
       cookies: cookie === undefined ? {} : { refresh_token: cookie },
       headers: csrf === undefined ? {} : { 'x-csrf-token': csrf },
     });
 
   /** Refresh (or logout) the way a mobile or desktop client does: the token in the body. */
   const bodyCall = (path: 'refresh' | 'logout', refreshToken: string | null, client: ClientType = 'mobile') =>
-    app.inject({
-      method: 'POST',
-      url: `/api/auth/${path}?client_type=${client}`,
-      payload: refreshToken === null ? {} : { refreshToken },
+    api.post(`/api/auth/${path}`, {
+      query: { client_type: client },
+      body: refreshToken === null ? {} : { refreshToken },
     });
 
   // Unlike the shared current, this one takes the whole Authorization header, or none.
   const current = (authorization?: string) =>
-    app.inject({
-      url: '/api/auth/sessions/current',
-      headers: authorization === undefined ? {} : { authorization },
-    });
+    api.get('/api/auth/sessions/current', { headers: authorization === undefined ? {} : { authorization } });
 
-  return { ...built, signIn, verifiedAccount, session, webCall, bodyCall, current };
+  return { ...built, signIn, session, webCall, bodyCall, current };
 }
 
 t.test('sign-in refusals', async (t) => {
@@ -132,7 +109,7 @@ t.test('web refresh: the X-CSRF-Token of the session is required, and the cookie
   t.equal(cookie?.attributes.get('samesite'), 'Lax', 'SameSite=Lax');
   t.equal((await current(`Bearer ${body.accessToken}`)).statusCode, 200, 'the new access token works');
 
-  const again = await webCall('refresh', cookie?.value, body.csrfToken);
+  const again = await webCall('refresh', cookie?.value, body.csrfToken ?? '');
   t.equal(again.statusCode, 200, 'the rotated cookie with the new csrfToken refreshes again');
 });
 
@@ -218,25 +195,21 @@ t.test('logout with a rotated refresh token: 204, and the session is over for ev
   t.equal(next.statusCode, 200);
   t.equal((await webCall('logout', w.cookie, w.csrfToken ?? '')).statusCode, 204, 'web: the same');
   const newest = refreshCookies(next)[0]?.value;
-  assertErrorBody(t, await webCall('refresh', newest, next.json().csrfToken), 401, 'REFRESH_TOKEN_INVALID');
+  assertErrorBody(t, await webCall('refresh', newest, next.json().csrfToken ?? ''), 401, 'REFRESH_TOKEN_INVALID');
 });
 
 t.test('refresh and logout take Content-Type: application/json with an empty body', async (t) => {
-  const { app, verifiedAccount, session } = await setup(t);
+  const { api, verifiedAccount, session } = await setup(t);
   const s = await session(await verifiedAccount('empty-body'), 'mobile');
-  const empty = (url: string, headers: Record<string, string> = {}) =>
-    app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json', ...headers }, payload: '' });
-  assertErrorBody(t, await empty('/api/auth/refresh?client_type=mobile'), 401, 'REFRESH_TOKEN_INVALID');
-  const out = await empty('/api/auth/logout?client_type=mobile', { authorization: `Bearer ${s.accessToken}` });
+  const json = { 'content-type': 'application/json' };
+  const empty = (path: 'refresh' | 'logout', headers: Record<string, string> = {}) =>
+    api.post(`/api/auth/${path}`, { query: { client_type: 'mobile' }, headers: { ...json, ...headers }, rawBody: '' });
+  assertErrorBody(t, await empty('refresh'), 401, 'REFRESH_TOKEN_INVALID');
+  const out = await empty('logout', { authorization: `Bearer ${s.accessToken}` });
   t.equal(out.statusCode, 204, 'logout by access token, empty JSON body');
-  const res = await app.inject({
-    method: 'POST',
-    url: '/api/auth/users',
-    headers: { 'content-type': 'application/json' },
-    payload: '',
-  });
+  const res = await api.post('/api/auth/users', { headers: json, rawBody: '' });
   assertErrorBody(t, res, 400, 'INVALID_INPUT');
-  t.match(res.json().message, /body is required/, 'an operation that needs a body says so');
+  t.match(res.json<400>().message, /body is required/, 'an operation that needs a body says so');
 });
 
 t.test('refresh tokens expire after REFRESH_TOKEN_TTL_SECONDS', async (t) => {

@@ -17,14 +17,13 @@
 import { readFileSync } from 'node:fs';
 import { sql } from 'kysely';
 import t from 'tap';
+import type { components } from '../generated/openapi.ts';
 import { freePort } from '../scripts/lib/service-process.ts';
-import { buildApp } from '../src/app.ts';
 import { startAuthHousekeeping } from '../src/auth/housekeeping.ts';
 import { vouchesWithXmsEdov } from '../src/auth/oauth/provider-clients.ts';
 import { PROFILE_NAME_PATTERN, REFUSED_NAME_CHARACTERS } from '../src/auth/profile-name.ts';
-import { loadConfig } from '../src/config.ts';
+import { buildAnotherInstance } from './helpers/app.ts';
 import { buildAuthTestApp, decodeClaims } from './helpers/auth.ts';
-import { checkResponsesAgainstContract } from './helpers/contract-check.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 import { followAuthorization } from './helpers/oauth-browser.ts';
 import { SERVICE_CLIENT, startOidcProvider } from './helpers/oidc-provider.ts';
@@ -52,38 +51,28 @@ const env = {
   OAUTH_TESTIDP_CLIENT_SECRET: SERVICE_CLIENT.clientSecret,
   OAUTH_TESTIDP_ISSUER: idp.issuer,
 };
-const { app, clock, database, signUp } = await buildAuthTestApp(t, { label: 'oauth-claims', env });
+const first = await buildAuthTestApp(t, { label: 'oauth-claims', env });
+const { app, api, clock, database, signUp } = first;
 await app.listen({ port, host: '127.0.0.1' });
 const db = database.handle.db;
 
 /** A second instance on the same database, with sign-ups closed. */
-const secondConfig = loadConfig({
-  NODE_ENV: 'test',
-  LOG_LEVEL: 'silent',
-  DATABASE_URL: database.url,
-  RATE_LIMIT_SIGN_IN: '1000',
-  ...env,
-  ALLOW_SIGN_UP: 'false',
-});
-const second = await buildApp(secondConfig, {
-  database: database.handle,
-  logger: false,
+const { api: second } = await buildAnotherInstance(t, first, {
+  env: { RATE_LIMIT_SIGN_IN: '1000', ...env, ALLOW_SIGN_UP: 'false' },
   clock,
 });
-checkResponsesAgainstContract(second);
-await second.ready();
-t.teardown(() => second.close());
 
-const idTokenSignIn = (payload: Record<string, unknown>, on = app) =>
-  on.inject({ method: 'POST', url: '/api/auth/id-token?client_type=mobile', payload });
+const idTokenSignIn = (body: components['schemas']['IdTokenSignInRequest'], on = api) =>
+  on.post('/api/auth/id-token', { query: { client_type: 'mobile' }, body });
 const issue = (login: string, nonce?: string) =>
   idp.issueIdToken({ clientId: SERVICE_CLIENT.clientId, login, ...(nonce === undefined ? {} : { nonce }) });
 
 /** The redirect flow through the service, as a browser: the URL the app's page is sent to. */
 async function redirectFlow(provider: string, login: string): Promise<URL> {
-  const path = provider === 'microsoft' ? provider : `custom/${provider}`;
-  const started = await app.inject({
-    url: `/api/auth/oauth/${path}?redirect_uri=${encodeURIComponent(REDIRECT)}&code_challenge=${'c'.repeat(43)}`,
+  const path = provider === 'microsoft' ? '/api/auth/oauth/{provider}' : '/api/auth/oauth/custom/{provider}';
+  const started = await api.get(path, {
+    params: { provider },
+    query: { redirect_uri: REDIRECT, code_challenge: 'c'.repeat(43) },
   });
   if (started.statusCode !== 200) throw new Error(`start: ${started.body}`);
   const { finalUrl } = await followAuthorization(started.json().authUrl, { login, stopAt: (u) => u.origin === APP });
@@ -171,7 +160,7 @@ t.test('concurrent presentations of one ID token open exactly one session', asyn
   const all = [...answers, ...also];
   t.equal(all.filter((r) => r.statusCode === 200).length, 1, 'one 200');
   t.same(
-    [...new Set(all.filter((r) => r.statusCode !== 200).map((r) => `${r.statusCode} ${r.json().error}`))],
+    [...new Set(all.filter((r) => r.statusCode !== 200).map((r) => `${r.statusCode} ${r.json<401>().error}`))],
     ['401 ID_TOKEN_INVALID'],
     'the others are refused',
   );
@@ -255,13 +244,9 @@ const ACCEPTED = ['👩\u200D💻 Ada', 'می\u200Cخواهم', 'דוד כהן',
 
 t.test('profile names: control, bidirectional and invisible characters are refused, naming the field', async (t) => {
   const session = (await idTokenSignIn({ provider: 'testidp', token: await issue('namer') })).json();
-  const patch = (name: unknown) =>
-    app.inject({
-      method: 'PATCH',
-      url: '/api/auth/profiles/current',
-      headers: { authorization: `Bearer ${session.accessToken}` },
-      payload: { profile: { name } },
-    });
+  const authorization = { authorization: `Bearer ${session.accessToken}` };
+  const patch = (name: string) =>
+    api.patch('/api/auth/profiles/current', { headers: authorization, body: { profile: { name } } });
   let n = 0;
   for (const c of REFUSED) {
     const name = `Eve${c}lyn`;
@@ -270,20 +255,16 @@ t.test('profile names: control, bidirectional and invisible characters are refus
     const signedUp = assertErrorBody(t, await signUp(`refused-${n++}@example.test`, { name }), 400, 'INVALID_INPUT');
     t.match(signedUp.message, /^body\.name (must not contain|contains a NUL)/, `sign-up: ${hex(c)}`);
   }
-  const byCode = await app.inject({
-    method: 'POST',
-    url: '/api/auth/sessions?client_type=mobile',
-    payload: { method: 'otp', email: 'code@example.test', otp: '123456', name: 'Mallory\u202Egnp.exe' },
+  const byCode = await api.post('/api/auth/sessions', {
+    query: { client_type: 'mobile' },
+    body: { method: 'otp', email: 'code@example.test', otp: '123456', name: 'Mallory\u202Egnp.exe' },
   });
   t.match(
     assertErrorBody(t, byCode, 400, 'INVALID_INPUT').message,
     /^body\.name must not contain/,
     'email-code sign-up',
   );
-  const current = await app.inject({
-    url: '/api/auth/sessions/current',
-    headers: { authorization: `Bearer ${session.accessToken}` },
-  });
+  const current = await api.get('/api/auth/sessions/current', { headers: authorization });
   t.equal(current.json().user.profile.name, 'namer', 'nothing was stored');
 
   for (const name of ACCEPTED) {

@@ -14,7 +14,9 @@ import { assertMatchesSchema } from './helpers/spec-schema.ts';
 import { accessTokenFor } from './helpers/tokens.ts';
 
 t.test('GET /api/auth/profiles/{userId}: the public part only, to any signed-in user', async (t) => {
-  const { app, signUp, getProfile, setProfile, updateUser, admin } = await buildAccountsApp(t, { label: 'profiles' });
+  const { api, signUp, getProfile, setProfile, updateUser, admin } = await buildAccountsApp(t, {
+    label: 'profiles',
+  });
   const ada = await signUp(newEmail('ada'), { name: 'Ada Lovelace' });
   const bob = await signUp(newEmail('bob'));
 
@@ -36,10 +38,11 @@ t.test('GET /api/auth/profiles/{userId}: the public part only, to any signed-in 
     'free-form fields are public',
   );
 
-  assertErrorBody(t, await app.inject({ url: `/api/auth/profiles/${ada.userId}` }), 401, 'UNAUTHORIZED');
+  const params = { userId: ada.userId };
+  assertErrorBody(t, await api.get('/api/auth/profiles/{userId}', { params }), 401, 'UNAUTHORIZED');
   assertErrorBody(
     t,
-    await app.inject({ url: `/api/auth/profiles/${ada.userId}`, headers: { authorization: 'Bearer x.y.z' } }),
+    await api.get('/api/auth/profiles/{userId}', { params, headers: { authorization: 'Bearer x.y.z' } }),
     401,
     'AUTH_UNAUTHORIZED',
   );
@@ -61,7 +64,7 @@ t.test('GET /api/auth/profiles/{userId}: the public part only, to any signed-in 
 });
 
 t.test('PATCH /api/auth/profiles/current merges, shows everywhere, and removes with null', async (t) => {
-  const { app, signUp, setProfile, getProfile, current, refresh, admin } = await buildAccountsApp(t, {
+  const { api, signUp, setProfile, getProfile, current, refresh, admin } = await buildAccountsApp(t, {
     label: 'profiles-set',
   });
   const ada = await signUp(newEmail('ada'), { name: 'Ada' });
@@ -98,25 +101,17 @@ t.test('PATCH /api/auth/profiles/current merges, shows everywhere, and removes w
   // Everywhere the account's User appears.
   const shown = { ...expected, name: 'Ada Lovelace', bio: 'Mathematician' };
   t.same((await current(ada.accessToken)).json().user.profile, shown, 'the current session');
-  const signedIn = await app.inject({
-    method: 'POST',
-    url: '/api/auth/sessions?client_type=mobile',
-    payload: { email: ada.email, password: PASSWORD },
+  const signedIn = await api.post('/api/auth/sessions', {
+    query: { client_type: 'mobile' },
+    body: { email: ada.email, password: PASSWORD },
   });
   t.same(signedIn.json().user.profile, shown, 'a new session result');
   t.same((await refresh(ada.refreshToken)).json().user.profile, shown, 'a refreshed session result');
-  const listed = await app.inject({
-    url: `/api/auth/users?search=${encodeURIComponent(ada.email)}`,
-    headers: { authorization: `Bearer ${admin.accessToken}` },
-  });
-  t.same(listed.json().data[0].profile, shown, 'the user directory');
+  const asAdmin = { authorization: `Bearer ${admin.accessToken}` };
+  const listed = await api.get('/api/auth/users', { query: { search: ada.email }, headers: asAdmin });
+  t.same(listed.json().data[0]?.profile, shown, 'the user directory');
   t.equal(
-    (
-      await app.inject({
-        url: '/api/auth/users?search=Lovelace',
-        headers: { authorization: `Bearer ${admin.accessToken}` },
-      })
-    ).json().pagination.total,
+    (await api.get('/api/auth/users', { query: { search: 'Lovelace' }, headers: asAdmin })).json().pagination.total,
     1,
     'the directory searches the new name',
   );
@@ -131,7 +126,7 @@ t.test('PATCH /api/auth/profiles/current merges, shows everywhere, and removes w
 });
 
 t.test('PATCH /api/auth/profiles/current refuses account fields and bad values', async (t) => {
-  const { app, signUp, setProfile, current, database } = await buildAccountsApp(t, { label: 'profiles-refused' });
+  const { app, api, signUp, setProfile, current, database } = await buildAccountsApp(t, { label: 'profiles-refused' });
   const ada = await signUp(newEmail('ada'), { name: 'Ada' });
   const before = (await current(ada.accessToken)).json().user;
 
@@ -173,11 +168,9 @@ t.test('PATCH /api/auth/profiles/current refuses account fields and bad values',
   for (const payload of [{}, { profile: null }, { profile: 'x' }, { profile: {}, email: 'x@example.com' }]) {
     assertErrorBody(
       t,
-      await app.inject({
-        method: 'PATCH',
-        url: '/api/auth/profiles/current',
+      await api.patch('/api/auth/profiles/current', {
         headers: { authorization: `Bearer ${ada.accessToken}` },
-        payload,
+        rawBody: payload,
       }),
       400,
       'INVALID_INPUT',
@@ -192,31 +185,23 @@ t.test('PATCH /api/auth/profiles/current refuses account fields and bad values',
     .executeTakeFirstOrThrow();
   t.same(row, { email: ada.email, role: 'user', email_verified: false }, 'the account fields in the database too');
 
-  assertErrorBody(
-    t,
-    await app.inject({ method: 'PATCH', url: '/api/auth/profiles/current', payload: { profile: {} } }),
-    401,
-  );
+  assertErrorBody(t, await api.patch('/api/auth/profiles/current', { body: { profile: {} } }), 401);
   const ghost = accessTokenFor(app);
   assertErrorBody(t, await setProfile(ghost, { bio: 'x' }), 401, 'UNAUTHORIZED');
   assertErrorBody(
     t,
-    await app.inject({
-      method: 'PATCH',
-      url: '/api/auth/profiles/current',
+    await api.patch('/api/auth/profiles/current', {
       headers: { authorization: `Bearer ${ada.accessToken}`, 'content-type': 'text/plain' },
-      payload: 'bio=x',
+      rawBody: 'bio=x',
     }),
     415,
     'UNSUPPORTED_MEDIA_TYPE',
   );
   assertErrorBody(
     t,
-    await app.inject({
-      method: 'PATCH',
-      url: '/api/auth/profiles/current',
+    await api.patch('/api/auth/profiles/current', {
       headers: { authorization: `Bearer ${ada.accessToken}` },
-      payload: { profile: { bio: 'x'.repeat(17_000) } },
+      body: { profile: { bio: 'x'.repeat(17_000) } },
     }),
     413,
     'PAYLOAD_TOO_LARGE',

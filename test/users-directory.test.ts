@@ -4,12 +4,15 @@ import { hashPassword } from '../src/auth/crypto.ts';
 import { buildTestApp } from './helpers/app.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 import { accessTokenFor } from './helpers/tokens.ts';
+import type { QueryOf } from './helpers/typed-inject.ts';
 
 t.test('GET /api/auth/users', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app, api, database } = await buildTestApp(t);
   const db = database.handle.db;
   const admin = { authorization: `Bearer ${accessTokenFor(app, 'admin')}` };
-  const list = async (query = '') => app.inject({ url: `/api/auth/users${query}`, headers: admin });
+  const list = (query: QueryOf<'get', '/api/auth/users'> = {}) => api.get('/api/auth/users', { query, headers: admin });
+  /** The query as given, for values outside the schema. */
+  const listRaw = (rawQuery: string) => api.get('/api/auth/users', { rawQuery, headers: admin });
 
   // 25 users: 20 created at the same instant (to test the id tiebreak), 5 at distinct times.
   const passwordHash = await hashPassword('irrelevant-password');
@@ -45,10 +48,10 @@ t.test('GET /api/auth/users', async (t) => {
   }
 
   t.test('no token is 401, a bad token 401, a non-admin token 403', async (t) => {
-    assertErrorBody(t, await app.inject({ url: '/api/auth/users' }), 401, 'UNAUTHORIZED');
-    assertErrorBody(t, await app.inject({ url: '/api/auth/users', headers: { authorization: 'Bearer x.y.z' } }), 401);
+    assertErrorBody(t, await api.get('/api/auth/users'), 401, 'UNAUTHORIZED');
+    assertErrorBody(t, await api.get('/api/auth/users', { headers: { authorization: 'Bearer x.y.z' } }), 401);
     const user = { authorization: `Bearer ${accessTokenFor(app, 'user')}` };
-    assertErrorBody(t, await app.inject({ url: '/api/auth/users', headers: user }), 403, 'FORBIDDEN');
+    assertErrorBody(t, await api.get('/api/auth/users', { headers: user }), 403, 'FORBIDDEN');
   });
 
   t.test('defaults: offset 0, limit 10, newest first, exact total', async (t) => {
@@ -64,7 +67,8 @@ t.test('GET /api/auth/users', async (t) => {
   });
 
   t.test('each item is the spec’s User', async (t) => {
-    const ann = (await list('?search=ann.lee')).json().data[0];
+    const ann = (await list({ search: 'ann.lee' })).json().data[0];
+    if (ann === undefined) throw new Error('Ann is not listed');
     t.same(Object.keys(ann).sort(), [
       'createdAt',
       'email',
@@ -101,12 +105,12 @@ t.test('GET /api/auth/users', async (t) => {
       [`?search=${'a'.repeat(257)}`, /^query\.search must have at most 256 characters$/],
     ];
     for (const [query, message] of cases) {
-      t.match(assertErrorBody(t, await list(query), 400, 'INVALID_INPUT').message, message, query);
+      t.match(assertErrorBody(t, await listRaw(query), 400, 'INVALID_INPUT').message, message, query);
     }
-    t.equal((await list('?limit=1000')).statusCode, 200, '1000 is allowed');
-    const zero = (await list('?limit=0')).json();
+    t.equal((await list({ limit: '1000' })).statusCode, 200, '1000 is allowed');
+    const zero = (await list({ limit: '0' })).json();
     t.same(zero, { data: [], pagination: { offset: 0, limit: 0, total: 25 } }, 'limit=0 gives only the total');
-    const past = (await list('?offset=100')).json();
+    const past = (await list({ offset: '100' })).json();
     t.same(
       past,
       { data: [], pagination: { offset: 100, limit: 10, total: 25 } },
@@ -115,35 +119,34 @@ t.test('GET /api/auth/users', async (t) => {
   });
 
   t.test('search by email or name, any letter case; total follows the filter', async (t) => {
-    const byEmail = (await list('?search=EXAMPLE.ORG')).json();
+    const byEmail = (await list({ search: 'EXAMPLE.ORG' })).json();
     t.same(
       byEmail.data.map((u: { email: string }) => u.email),
       ['bob@example.org'],
     );
     t.equal(byEmail.pagination.total, 1);
-    const byName = (await list('?search=robert%20o')).json();
+    const byName = (await list({ search: 'robert o' })).json();
     t.same(
       byName.data.map((u: { email: string }) => u.email),
       ['bob@example.org'],
     );
-    const twins = (await list('?search=twin&limit=5')).json();
+    const twins = (await list({ search: 'twin', limit: '5' })).json();
     t.equal(twins.pagination.total, 20, 'total counts every match, not the page');
     t.equal(twins.data.length, 5);
-    const none = (await list('?search=nobody-matches-this')).json();
+    const none = (await list({ search: 'nobody-matches-this' })).json();
     t.same(none, { data: [], pagination: { offset: 0, limit: 10, total: 0 } });
-    const spanning = (await list(`?search=${encodeURIComponent('example.com ann')}`)).json();
+    const spanning = (await list({ search: 'example.com ann' })).json();
     t.same(
       spanning.pagination.total,
       0,
       'text spanning the end of the email and the start of the name matches nothing',
     );
-    const blank = (await list('?search=%20%20')).json();
+    const blank = (await list({ search: '  ' })).json();
     t.equal(blank.pagination.total, 25, 'a blank search is no filter');
   });
 
   t.test('%, _ and \\ in the search match themselves', async (t) => {
-    const emails = async (q: string) =>
-      (await list(`?search=${encodeURIComponent(q)}`)).json().data.map((u: { email: string }) => u.email);
+    const emails = async (q: string) => (await list({ search: q })).json().data.map((u: { email: string }) => u.email);
     t.same(await emails('%'), ['percent@example.com'], '% is literal');
     t.same(await emails('0% r'), ['percent@example.com']);
     t.same(await emails('_'), ['under_score@example.com', 'percent@example.com'], '_ is literal (email and name)');
@@ -166,7 +169,7 @@ t.test('GET /api/auth/users', async (t) => {
     // lengths 1 and 2 scan, 3 uses the trigram index, 4 and more the gram index
     const terms = ['o', 'ZE', 'Bob', 'ROBERT', 'o’ne', 'ann.lee@', 'real_NAM', '100%', 'back\\sl', 'twin 1', 'ple.c'];
     for (const term of terms) {
-      const body = (await list(`?limit=1000&search=${encodeURIComponent(term)}`)).json();
+      const body = (await list({ limit: '1000', search: term })).json();
       const got = body.data.map((u: { email: string }) => u.email).sort();
       t.same(got, expected(term), `search ${JSON.stringify(term)}`);
       t.equal(body.pagination.total, got.length, `total of ${JSON.stringify(term)}`);
@@ -181,7 +184,7 @@ t.test('GET /api/auth/users', async (t) => {
       .returning('id')
       .executeTakeFirstOrThrow();
     t.same(
-      (await list('?search=quillfeather')).json().data.map((u: { id: string }) => u.id),
+      (await list({ search: 'quillfeather' })).json().data.map((u: { id: string }) => u.id),
       [renamed.id],
     );
     await db
@@ -189,18 +192,18 @@ t.test('GET /api/auth/users', async (t) => {
       .set({ profile: JSON.stringify({ name: null, avatar_url: null }) as never })
       .where('id', '=', renamed.id)
       .execute();
-    t.equal((await list('?search=quillfeather')).json().pagination.total, 0);
+    t.equal((await list({ search: 'quillfeather' })).json().pagination.total, 0);
   });
 
   t.test('paging across equal creation times never repeats or skips', async (t) => {
     const seen: string[] = [];
     for (let offset = 0; offset < 25; offset += 3) {
-      const page = (await list(`?offset=${offset}&limit=3`)).json();
+      const page = (await list({ offset: String(offset), limit: '3' })).json();
       seen.push(...page.data.map((u: { id: string }) => u.id));
     }
     t.equal(seen.length, 25);
     t.equal(new Set(seen).size, 25, 'every user exactly once');
-    const all = (await list('?limit=1000')).json().data.map((u: { id: string }) => u.id);
+    const all = (await list({ limit: '1000' })).json().data.map((u: { id: string }) => u.id);
     t.same(seen, all, 'pages concatenate to the full list');
     const twins = all.slice(5);
     t.same(twins, [...twins].sort().reverse(), 'equal creation times are ordered by id, descending');
