@@ -19,6 +19,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
 import { buildService, type RunningService } from '../scripts/lib/service-process.ts';
+import { LatencyHistogram } from './lib/latency.ts';
 import { startBenchService, stopAll } from './lib/setup.ts';
 
 const INPUTS = 37;
@@ -133,11 +134,9 @@ async function probeHealth(base: string, until: (n: number) => boolean): Promise
   return times;
 }
 
-const quantile = (sorted: number[], q: number) =>
-  sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] as number;
 function summary(times: number[]) {
-  const sorted = [...times].sort((a, b) => a - b);
-  return { n: sorted.length, p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), max: sorted.at(-1) as number };
+  const h = LatencyHistogram.of(times);
+  return { n: h.count, p50: h.quantile(0.5), p99: h.quantile(0.99), max: h.maxMs };
 }
 
 progress('building the service (tsc, incremental)');

@@ -34,13 +34,14 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { Client } from 'undici';
 import { buildService, projectRoot, type RunningService } from '../scripts/lib/service-process.ts';
 import { parseBenchOptions } from './lib/options.ts';
+import { writeResults } from './lib/report.ts';
 import { newScratchDatabase, type ScratchDatabase } from './lib/scratch-database.ts';
 import { startBuiltService, stopAll } from './lib/setup.ts';
 
@@ -369,12 +370,9 @@ try {
     ...(differing.length > 0 ? ['', 'Answers that differ between kinds:', '', ...differing] : []),
     '',
   ].join('\n');
-  const dir = path.join(projectRoot, 'bench', 'results');
-  mkdirSync(dir, { recursive: true });
-  const file = path.join(dir, `enumeration-timing-${kind}.md`);
-  writeFileSync(file, md);
+  const [file] = writeResults(`enumeration-timing-${kind}`, md);
   console.log(`\n${md}`);
-  console.log(`Written: ${path.relative(projectRoot, file)}`);
+  console.log(`Written: ${path.relative(projectRoot, file as string)}`);
 } finally {
   await http?.close().catch(() => {});
   await stopAll(started);

@@ -6,8 +6,9 @@
  * from 2001:db8:77::/48, spread over its /56s in turn, is offered at --rate sign-ups a second
  * (with at most --in-flight unanswered at once: an attacker's connection pool). Each sign-up is a
  * new address; a refused one (503, 429) is not retried, the flood just goes on at its rate.
- * Reported: median and 90th percentile of the sign-in before and under the flood, and their
- * ratio (the unloaded run is the ceiling, taken in the same run), and what the flood got.
+ * Reported: median and 90th percentile (nearest rank, bench/lib/latency.ts) of the sign-in before
+ * and under the flood, and their ratio (the unloaded run is the ceiling, taken in the same run),
+ * and what the flood got.
  *
  * The per-IP sign-up limit is raised to 1,000,000 so that the flood is not stopped by it (with the
  * default 10 per /56 per 5 min, a /48's 256 /56s still get 2,560 sign-ups per 5 min, about 8.5 a
@@ -30,6 +31,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Pool } from 'undici';
 import { freePort, projectRoot, SERVICE_NODE_FLAGS, waitFor200 } from '../scripts/lib/service-process.ts';
+import { LatencyHistogram } from './lib/latency.ts';
 import { newScratchDatabase, type ScratchDatabase } from './lib/scratch-database.ts';
 
 const usage =
@@ -69,13 +71,6 @@ const VICTIM_IP = '2001:db8:ffff::1';
 const floodAddress = (i: number) => `2001:db8:77:${(i % networks).toString(16).padStart(2, '0')}00::${(i % 65535) + 1}`;
 const tag = randomBytes(4).toString('hex');
 
-const quantile = (xs: readonly number[], q: number): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const at = (s.length - 1) * q;
-  const lo = Math.floor(at);
-  const hi = Math.ceil(at);
-  return (s[lo] as number) + ((s[hi] as number) - (s[lo] as number)) * (at - lo);
-};
 const ms = (x: number) => `${x.toFixed(1)} ms`;
 
 let child: ChildProcess | undefined;
@@ -180,8 +175,10 @@ try {
   const floodSeconds = (performance.now() - floodStart) / 1000;
   while (inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 20));
 
-  const unloadedMedian = quantile(unloaded, 0.5);
-  const loadedMedian = quantile(loaded, 0.5);
+  const before = LatencyHistogram.of(unloaded);
+  const under = LatencyHistogram.of(loaded);
+  const unloadedMedian = before.quantile(0.5);
+  const loadedMedian = under.quantile(0.5);
   const statuses = [...flood.byStatus.entries()].sort().map(([k, v]) => `${k}: ${v}`);
   const report = [
     `# Password-hash flood (${kind})`,
@@ -195,10 +192,10 @@ try {
     '',
     '| sign-in | median | p90 | max |',
     '|---|---|---|---|',
-    `| unloaded (ceiling) | ${ms(unloadedMedian)} | ${ms(quantile(unloaded, 0.9))} | ${ms(Math.max(...unloaded))} |`,
-    `| under the flood | ${ms(loadedMedian)} | ${ms(quantile(loaded, 0.9))} | ${ms(Math.max(...loaded))} |`,
+    `| unloaded (ceiling) | ${ms(unloadedMedian)} | ${ms(before.quantile(0.9))} | ${ms(before.maxMs)} |`,
+    `| under the flood | ${ms(loadedMedian)} | ${ms(under.quantile(0.9))} | ${ms(under.maxMs)} |`,
     '',
-    `**Ratio (median under flood / unloaded median): ${(loadedMedian / unloadedMedian).toFixed(2)}x**; p90 ratio ${(quantile(loaded, 0.9) / quantile(unloaded, 0.9)).toFixed(2)}x`,
+    `**Ratio (median under flood / unloaded median): ${(loadedMedian / unloadedMedian).toFixed(2)}x**; p90 ratio ${(under.quantile(0.9) / before.quantile(0.9)).toFixed(2)}x`,
     '',
   ].join('\n');
   process.stdout.write(report);

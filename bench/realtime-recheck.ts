@@ -13,13 +13,12 @@
  * DATABASE_URL names the PostgreSQL server (default postgres://postgres@127.0.0.1:5432/postgres).
  * Writes bench/results/realtime-recheck.{md,json}.
  */
-import { writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { io, type Socket } from 'socket.io-client';
-import { buildService, projectRoot, type RunningService } from '../scripts/lib/service-process.ts';
+import { buildService, type RunningService } from '../scripts/lib/service-process.ts';
+import { LatencyHistogram } from './lib/latency.ts';
 import { recreateDatabase, signUpUsers, stopServices } from './lib/realtime-setup.ts';
-import { LatencyHistogram } from './lib/realtime-shared.ts';
+import { writeResults } from './lib/report.ts';
 import { adminAccessToken, startBuiltService } from './lib/setup.ts';
 
 const { values } = parseArgs({
@@ -174,10 +173,8 @@ try {
     ),
     '',
   ].join('\n');
-  const out = path.join(projectRoot, 'bench', 'results', 'realtime-recheck');
-  writeFileSync(`${out}.md`, md);
-  writeFileSync(`${out}.json`, `${JSON.stringify({ date: new Date().toISOString(), seconds, results }, null, 2)}\n`);
-  console.log(`\n${md}\nWritten: ${out}.md, ${out}.json`);
+  const files = writeResults('realtime-recheck', md, { date: new Date().toISOString(), seconds, results });
+  console.log(`\n${md}\nWritten: ${files.join(', ')}`);
 } finally {
   await stopServices(started);
 }

@@ -31,16 +31,8 @@
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { buildService, type RunningService, residentMiB } from '../scripts/lib/service-process.ts';
+import { LatencyHistogram } from './lib/latency.ts';
 import { Publisher, type PublisherFigures, SubscriberPool } from './lib/realtime-clients.ts';
-import {
-  type RealtimeReport,
-  realtimeHeader,
-  type ScenarioResult,
-  scenarioTable,
-  type TargetResult,
-  targetTable,
-  writeRealtimeReport,
-} from './lib/realtime-report.ts';
 import { measureCpu } from './lib/realtime-resources.ts';
 import {
   type Adapter,
@@ -56,7 +48,16 @@ import {
   startInstances,
   stopServices,
 } from './lib/realtime-setup.ts';
-import { LatencyHistogram, monotonicMs, type SubscriberSpec } from './lib/realtime-shared.ts';
+import { monotonicMs, type SubscriberSpec } from './lib/realtime-shared.ts';
+import {
+  type RealtimeReport,
+  realtimeHeader,
+  type ScenarioResult,
+  scenarioTable,
+  type TargetResult,
+  targetTable,
+  writeRealtimeReport,
+} from './lib/report.ts';
 
 const usage =
   'usage: npm run bench:realtime -- [--quick] [--adapter postgres|redis] [--duration S] [--warmup S]\n' +

@@ -21,7 +21,6 @@ import autocannon from 'autocannon';
 import { buildService, type RunningService, residentMiB } from '../scripts/lib/service-process.ts';
 import { parseBenchOptions } from './lib/options.ts';
 import { prepareDatabase } from './lib/prepare.ts';
-import { adminAccessToken, startBenchService, stopAll } from './lib/setup.ts';
 import {
   kindTable,
   memoryTable,
@@ -31,7 +30,8 @@ import {
   windowLine,
   windowTable,
   writeSoakReport,
-} from './lib/soak-report.ts';
+} from './lib/report.ts';
+import { adminAccessToken, startBenchService, stopAll } from './lib/setup.ts';
 import {
   heapProbeEnv,
   judgeMemory,

@@ -5,13 +5,13 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import path from 'node:path';
 import { io, type Socket } from 'socket.io-client';
+import { LatencyHistogram } from './latency.ts';
 import {
   CHANNEL,
   type ConnectFailure,
   deliveryHash,
   EVENT,
   hashString,
-  LatencyHistogram,
   monotonicMs,
   SeqSet,
   type SubscriberResult,

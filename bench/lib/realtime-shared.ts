@@ -1,8 +1,9 @@
 /**
- * What the realtime benchmark's processes share: the clock, the latency histogram, the hashes that
- * check order and completeness, and the messages between the main process and its subscriber
+ * What the realtime benchmark's processes share: the clock, the hashes that check order and completeness, and the messages between the main process and its subscriber
  * processes (bench/lib/realtime-worker.ts).
  */
+
+import type { SerializedHistogram } from './latency.ts';
 
 /**
  * Milliseconds (with sub-microsecond precision) of CLOCK_MONOTONIC, the clock process.hrtime reads
@@ -111,71 +112,6 @@ export class SeqSet {
     set.bits.set(bytes);
     return set;
   }
-}
-
-// ---- latency histogram ------------------------------------------------------------------------
-
-const LINEAR_US = 2048;
-const SUB_BUCKETS = 256; // per doubling above LINEAR_US: 0.27% resolution
-const BUCKETS = LINEAR_US + SUB_BUCKETS * 24;
-
-/** Latencies in milliseconds: 1 µs buckets up to 2 ms, then 0.27% wide ones; mergeable across processes. */
-export class LatencyHistogram {
-  counts = new Float64Array(BUCKETS);
-  count = 0;
-  maxMs = 0;
-  /** Values below zero (clamped to 0; should not happen with one monotonic clock). */
-  negative = 0;
-
-  record(ms: number): void {
-    if (ms < 0) {
-      this.negative++;
-      ms = 0;
-    }
-    if (ms > this.maxMs) this.maxMs = ms;
-    const us = ms * 1000;
-    const i =
-      us < LINEAR_US
-        ? Math.floor(us)
-        : Math.min(BUCKETS - 1, LINEAR_US + Math.floor(Math.log2(us / LINEAR_US) * SUB_BUCKETS));
-    this.counts[i] = (this.counts[i] as number) + 1;
-    this.count++;
-  }
-
-  /** The upper bound of the bucket holding the q-quantile (0 < q ≤ 1), in ms. */
-  quantile(q: number): number {
-    if (this.count === 0) return 0;
-    const rank = Math.ceil(q * this.count);
-    let seen = 0;
-    for (let i = 0; i < BUCKETS; i++) {
-      seen += this.counts[i] as number;
-      if (seen >= rank) {
-        const upperUs = i < LINEAR_US ? i + 1 : LINEAR_US * 2 ** ((i - LINEAR_US + 1) / SUB_BUCKETS);
-        return Math.min(upperUs / 1000, this.maxMs);
-      }
-    }
-    return this.maxMs;
-  }
-
-  toJSON(): SerializedHistogram {
-    const buckets: [number, number][] = [];
-    for (let i = 0; i < BUCKETS; i++) if (this.counts[i]) buckets.push([i, this.counts[i] as number]);
-    return { buckets, count: this.count, maxMs: this.maxMs, negative: this.negative };
-  }
-
-  merge(h: SerializedHistogram): void {
-    for (const [i, c] of h.buckets) this.counts[i] = (this.counts[i] as number) + c;
-    this.count += h.count;
-    this.maxMs = Math.max(this.maxMs, h.maxMs);
-    this.negative += h.negative;
-  }
-}
-
-export interface SerializedHistogram {
-  buckets: [number, number][];
-  count: number;
-  maxMs: number;
-  negative: number;
 }
 
 // ---- main process <-> subscriber process -----------------------------------------------------

@@ -5,13 +5,13 @@
  * Driven over IPC by the main process; never connects anywhere but the URLs it is given (loopback).
  */
 import { io, type Socket } from 'socket.io-client';
+import { LatencyHistogram } from './latency.ts';
 import {
   CHANNEL,
   type ConnectFailure,
   deliveryHash,
   EVENT,
   hashString,
-  LatencyHistogram,
   monotonicMs,
   OrderFingerprint,
   SeqSet,

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { LatencyHistogram } from './latency.ts';
 import type { Kind } from './soak-traffic.ts';
 
 // The soak's figures: answers counted per time window and per kind, resident memory sampled every
@@ -42,41 +43,23 @@ export interface MemorySample {
   heapAfterFullGcMiB?: number;
 }
 
-/** Nearest-rank percentile of an ascending array. */
-function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return 0;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] as number;
-}
-
-/** A growable list of latencies (ms), sorted once when read. */
-class Latencies {
-  private values = new Float64Array(1024);
-  length = 0;
-  push(v: number) {
-    if (this.length === this.values.length) {
-      const bigger = new Float64Array(this.values.length * 2);
-      bigger.set(this.values);
-      this.values = bigger;
-    }
-    this.values[this.length++] = v;
-  }
-  sorted(): Float64Array {
-    return this.values.slice(0, this.length).sort();
-  }
-}
-
 const mean = (xs: number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
 
 interface Tally {
   errors: number;
-  latencies: Latencies;
+  latencies: LatencyHistogram;
   statuses: Record<string, number>;
 }
-const tally = (): Tally => ({ errors: 0, latencies: new Latencies(), statuses: {} });
+const tally = (): Tally => ({ errors: 0, latencies: new LatencyHistogram(), statuses: {} });
 
 /** Counts answers per window of `windowSeconds` and per kind, and keeps the memory samples. */
 export class SoakRecorder {
-  private readonly windows: { requests: number; errors: number; latencies: Latencies; kinds: Map<Kind, Tally> }[] = [];
+  private readonly windows: {
+    requests: number;
+    errors: number;
+    latencies: LatencyHistogram;
+    kinds: Map<Kind, Tally>;
+  }[] = [];
   private readonly kinds = new Map<Kind, Tally>();
   readonly samples: MemorySample[] = [];
   /** Errors without an answer (connection errors, timeouts), by message. */
@@ -94,7 +77,7 @@ export class SoakRecorder {
     this.durationSeconds = durationSeconds;
     this.windowCount = Math.ceil(durationSeconds / windowSeconds);
     for (let i = 0; i < this.windowCount; i++) {
-      this.windows.push({ requests: 0, errors: 0, latencies: new Latencies(), kinds: new Map() });
+      this.windows.push({ requests: 0, errors: 0, latencies: new LatencyHistogram(), kinds: new Map() });
     }
   }
 
@@ -106,14 +89,14 @@ export class SoakRecorder {
   answer(seconds: number, kind: Kind, status: number, ok: boolean, latencyMs: number, body?: string): void {
     const w = this.window(seconds);
     w.requests++;
-    w.latencies.push(latencyMs);
+    w.latencies.record(latencyMs);
     for (const map of [this.kinds, w.kinds]) {
       let k = map.get(kind);
       if (k === undefined) {
         k = tally();
         map.set(kind, k);
       }
-      k.latencies.push(latencyMs);
+      k.latencies.record(latencyMs);
       k.statuses[status] = (k.statuses[status] ?? 0) + 1;
       if (!ok) k.errors++;
     }
@@ -141,7 +124,6 @@ export class SoakRecorder {
     const from = i * this.windowSeconds;
     const to = Math.min(from + this.windowSeconds, this.durationSeconds);
     const inside = this.samples.filter((s) => s.seconds >= from && s.seconds < to);
-    const sorted = w.latencies.sorted();
     const heap = inside.flatMap((s) => (s.heapUsedMiB === undefined ? [] : [s.heapUsedMiB]));
     const live = this.samples.filter((s) => s.seconds < to && s.heapAfterFullGcMiB !== undefined).at(-1);
     return {
@@ -149,9 +131,9 @@ export class SoakRecorder {
       toSeconds: to,
       requests: w.requests,
       errors: w.errors,
-      p50Ms: percentile(sorted, 50),
-      p99Ms: percentile(sorted, 99),
-      maxMs: sorted.length === 0 ? 0 : (sorted[sorted.length - 1] as number),
+      p50Ms: w.latencies.percentile(50),
+      p99Ms: w.latencies.percentile(99),
+      maxMs: w.latencies.maxMs,
       rssMiB: mean(inside.map((s) => s.rssMiB)),
       rssMaxMiB: Math.max(0, ...inside.map((s) => s.rssMiB)),
       ...(heap.length > 0 ? { heapUsedMiB: mean(heap) } : {}),
@@ -164,17 +146,14 @@ export class SoakRecorder {
   }
 
   private static figures(kinds: Map<Kind, Tally>): KindFigures[] {
-    return [...kinds.entries()].map(([kind, k]) => {
-      const sorted = k.latencies.sorted();
-      return {
-        kind,
-        requests: k.latencies.length,
-        errors: k.errors,
-        p50Ms: percentile(sorted, 50),
-        p99Ms: percentile(sorted, 99),
-        statuses: k.statuses,
-      };
-    });
+    return [...kinds.entries()].map(([kind, k]) => ({
+      kind,
+      requests: k.latencies.count,
+      errors: k.errors,
+      p50Ms: k.latencies.percentile(50),
+      p99Ms: k.latencies.percentile(99),
+      statuses: k.statuses,
+    }));
   }
 
   kindFigures(): KindFigures[] {
