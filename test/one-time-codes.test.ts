@@ -9,6 +9,7 @@ import { MAX_CODE_ATTEMPTS_PER_DAY, MAX_CODE_FAILURES } from '../src/auth/auth-c
 import { deriveKeys, hashPassword, sha256Hex } from '../src/auth/crypto.ts';
 import { oneTimeCodeHmac } from '../src/auth/one-time-codes.ts';
 import { migrations } from '../src/db/migrate.ts';
+import { deleteExpiredCodes } from '../src/db/repositories/one-time-codes.ts';
 import type { Database, EmailCodePurpose } from '../src/db/schema.ts';
 import { buildAuthTestApp, newEmail, PASSWORD, wrongCode } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
@@ -199,4 +200,27 @@ t.test('the attempt rules hold for every purpose, and a code is worth nothing el
   s.clock.advance(24 * 3600 + 1);
   await plant(s, 'password_reset', email, CODE);
   t.equal((await submit('password_reset', email, CODE)).statusCode, 200, 'a day later the right code works');
+});
+
+t.test('housekeeping deletes expired codes and tokens, never a verification row', async (t) => {
+  const s = await setup(t);
+  const email = await insertUser(s.db, newEmail('housekeeping'), false).then(async (id) => {
+    const { rows } = await sql<{ email: string }>`select email from users where id = ${id}`.execute(s.db);
+    return rows[0]?.email ?? '';
+  });
+  for (const purpose of ['verification', 'sign_in', 'password_reset'] as const) await plant(s, purpose, email, CODE);
+  const later = new Date(s.clock.now().getTime() + 2 * 3_600_000);
+  const live = new Date(later.getTime() + 3_600_000);
+  await sql`insert into one_time_codes (purpose, email, user_id, token_hash, token_expires_at, created_at)
+    select 'password_reset_token', email, id, ${sha256Hex('live')}, ${live}, now() from users where email = ${email}`.execute(
+    s.db,
+  );
+  t.equal(await deleteExpiredCodes(s.db, later), 2, 'the expired sign-in and reset codes');
+  const { rows } = await sql<{ purpose: string }>`
+    select purpose from one_time_codes where email = ${email} order by purpose`.execute(s.db);
+  t.same(
+    rows.map((r) => r.purpose),
+    ['password_reset_token', 'verification'],
+    'the live token and the verification row stay',
+  );
 });

@@ -39,6 +39,14 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       where purpose in ('verification', 'sign_in', 'password_reset')
   `.execute(db);
   await sql`create index one_time_codes_user_id_idx on one_time_codes (user_id) where user_id is not null`.execute(db);
+  // Lookups by address whatever the purpose, and with the purpose as a parameter (which a generic
+  // plan cannot match to the partial unique index's predicate).
+  await sql`create index one_time_codes_email_idx on one_time_codes (email)`.execute(db);
+  // The hourly deletion of what has expired (verification rows stay: they hold pending sign-ups).
+  await sql`
+    create index one_time_codes_expiry_idx on one_time_codes (greatest(code_expires_at, token_expires_at))
+      where purpose <> 'verification'
+  `.execute(db);
 
   // What the old tables held, so that what was emailed before the upgrade still works. Every
   // verification row (each holds its account's pending sign-up); its code HMAC has the old layout

@@ -472,9 +472,8 @@ export async function forgetPendingSignUp(db: Executor, userId: string): Promise
 export async function deleteExpiredCodes(db: Executor, now: Date): Promise<number> {
   const codes = await db
     .deleteFrom('one_time_codes')
-    .where('purpose', '!=', 'verification')
-    .where(sql<boolean>`coalesce(code_expires_at, token_expires_at) <= ${now}`)
-    .where(sql<boolean>`coalesce(token_expires_at, code_expires_at) <= ${now}`)
+    .where(sql<boolean>`purpose <> 'verification'`)
+    .where(sql<boolean>`greatest(code_expires_at, token_expires_at) <= ${now}`)
     .executeTakeFirst();
   const misses = await db
     .deleteFrom('code_attempt_misses')
