@@ -29,7 +29,11 @@ export function isDatabaseUnavailable(err: unknown): boolean {
  * obtained within lock_timeout (55P03). Anything else (a bad query, a policy that fails) is not.
  */
 export function isRetryable(err: unknown): boolean {
-  if (isDatabaseUnavailable(err)) return true;
+  return isDatabaseUnavailable(err) || isConflict(err);
+}
+
+/** Class 40 (a deadlock or serialization failure), or a lock not obtained within lock_timeout (55P03): rolled back, may be retried. */
+function isConflict(err: unknown): boolean {
   const code = (err as { code?: unknown } | null | undefined)?.code;
   return typeof code === 'string' && /^(40[0-9A-Z]{3}|55P03)$/.test(code);
 }
@@ -48,9 +52,7 @@ export function databaseErrorAnswer(err: unknown): DatabaseErrorAnswer | undefin
   if (typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code)) {
     return { code: 'INVALID_INPUT', message: 'A value in the request cannot be stored' };
   }
-  // Class 40 (a deadlock or serialization failure), or a lock not obtained within lock_timeout
-  // (55P03): the transaction was rolled back and may be retried.
-  if (typeof code === 'string' && /^(40[0-9A-Z]{3}|55P03)$/.test(code)) {
+  if (isConflict(err)) {
     return {
       code: 'SERVICE_UNAVAILABLE',
       message: 'The request conflicted with a concurrent one; try again',
