@@ -4,8 +4,8 @@ import path from 'node:path';
 import { type Kysely, sql } from 'kysely';
 import pg from 'pg';
 import { seedUsers } from '../../scripts/lib/seed.ts';
-import { codeHmacWith } from '../../src/auth/auth-context.ts';
-import { deriveKeys, hashPassword, hmacHex, sha256Hex } from '../../src/auth/crypto.ts';
+import { deriveKeys, hashPassword, sha256Hex } from '../../src/auth/crypto.ts';
+import { oneTimeCodeHmac } from '../../src/auth/one-time-codes.ts';
 import type { DatabaseConfig } from '../../src/config.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
@@ -74,7 +74,7 @@ async function prepareAccounts(db: Kysely<Database>, count: number): Promise<str
   // address used for wrong codes last time may have used up its attempts for the day).
   await sql`delete from email_send_log where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
   await sql`delete from email_send_requesters where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
-  const codeHmac = codeHmacWith(deriveKeys(benchServiceEnv.JWT_SECRET));
+  const keys = deriveKeys(benchServiceEnv.JWT_SECRET);
   const emails: string[] = [];
   for (let start = 0; start < count; start += 2000) {
     const ids: string[] = [];
@@ -85,10 +85,12 @@ async function prepareAccounts(db: Kysely<Database>, count: number): Promise<str
     }
     await sql`insert into users (id, email, password_hash)
       select * from unnest(${ids}::uuid[], ${batch}::text[], ${ids.map(() => 'scrypt$unused')}::text[])`.execute(db);
-    await sql`insert into email_verifications (user_id, code_hmac, token_hash, code_expires_at, token_expires_at)
-      select id, hmac, th, now() + interval '1 hour', now() + interval '1 hour'
-      from unnest(${ids}::uuid[], ${batch.map((email) => codeHmac(email, VERIFY_CODE))}::text[],
-                  ${ids.map(() => sha256Hex(randomUUID()))}::text[]) as t(id, hmac, th)`.execute(db);
+    await sql`insert into one_time_codes
+        (purpose, email, user_id, code_hmac, token_hash, code_expires_at, token_expires_at, created_at)
+      select 'verification', email, id, hmac, th, now() + interval '1 hour', now() + interval '1 hour', now()
+      from unnest(${ids}::uuid[], ${batch}::text[],
+                  ${batch.map((email) => oneTimeCodeHmac(keys, 'verification', email, VERIFY_CODE))}::text[],
+                  ${ids.map(() => sha256Hex(randomUUID()))}::text[]) as t(id, email, hmac, th)`.execute(db);
     emails.push(...batch);
   }
   await sql`insert into users (email, password_hash, email_verified)
@@ -105,9 +107,10 @@ async function prepareEmailCodes(
   count: number,
 ): Promise<{ resets: Array<{ email: string; token: string }>; otpSignIns: string[] }> {
   // Sign-in codes of addresses without an account are not removed with the prepared users.
-  await sql`delete from email_codes where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
-  const { otp } = deriveKeys(benchServiceEnv.JWT_SECRET);
-  const codeHmac = (purpose: string, email: string) => hmacHex(otp, `${purpose}\n${email}\n${EMAIL_CODE}`);
+  await sql`delete from one_time_codes where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
+  const keys = deriveKeys(benchServiceEnv.JWT_SECRET);
+  const codeHmac = (purpose: 'password_reset' | 'sign_in', email: string) =>
+    oneTimeCodeHmac(keys, purpose, email, EMAIL_CODE);
   const passwordHash = await hashPassword('bench-old-password');
   const resets: Array<{ email: string; token: string }> = [];
   const otpSignIns: string[] = [];
@@ -126,15 +129,15 @@ async function prepareEmailCodes(
       select id, email, ${passwordHash}, true from unnest(${ids}::uuid[], ${emails}::text[]) as t(id, email)`.execute(
       db,
     );
-    await sql`insert into email_codes (email, purpose, user_id, code_hmac, expires_at, created_at)
-      select email, 'password_reset', id, hmac, now() + interval '1 hour', now()
+    await sql`insert into one_time_codes (purpose, email, user_id, code_hmac, code_expires_at, created_at)
+      select 'password_reset', email, id, hmac, now() + interval '1 hour', now()
       from unnest(${ids}::uuid[], ${emails}::text[], ${emails.map((e) => codeHmac('password_reset', e))}::text[])
         as t(id, email, hmac)`.execute(db);
-    await sql`insert into password_reset_tokens (token_hash, user_id, kind, expires_at, created_at)
-      select th, id, 'link', now() + interval '1 hour', now()
-      from unnest(${ids}::uuid[], ${tokens.map(sha256Hex)}::text[]) as t(id, th)`.execute(db);
-    await sql`insert into email_codes (email, purpose, user_id, code_hmac, expires_at, created_at)
-      select email, 'sign_in', null, hmac, now() + interval '1 hour', now()
+    await sql`insert into one_time_codes (purpose, email, user_id, token_hash, token_expires_at, created_at)
+      select 'password_reset_token', email, id, th, now() + interval '1 hour', now()
+      from unnest(${ids}::uuid[], ${emails}::text[], ${tokens.map(sha256Hex)}::text[]) as t(id, email, th)`.execute(db);
+    await sql`insert into one_time_codes (purpose, email, user_id, code_hmac, code_expires_at, created_at)
+      select 'sign_in', email, null, hmac, now() + interval '1 hour', now()
       from unnest(${otpEmails}::text[], ${otpEmails.map((e) => codeHmac('sign_in', e))}::text[]) as t(email, hmac)`.execute(
       db,
     );
