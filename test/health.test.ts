@@ -13,13 +13,13 @@ import { redisAvailable, TEST_REDIS_URL } from './helpers/redis.ts';
 import { accessTokenFor } from './helpers/tokens.ts';
 
 t.test('GET /api/health: 200 while the database answers, 503 once it does not', async (t) => {
-  const { app, database } = await buildTestApp(t);
-  const ok = await app.inject({ url: '/api/health' });
+  const { api, database } = await buildTestApp(t);
+  const ok = await api.get('/api/health');
   t.equal(ok.statusCode, 200);
   t.equal(ok.json().database, 'up');
   // The connection pool goes away under the app, as when the database server is lost.
   await database.handle.db.destroy();
-  const down = await app.inject({ url: '/api/health' });
+  const down = await api.get('/api/health');
   const body = assertErrorBody(t, down, 503, 'SERVICE_UNAVAILABLE');
   t.match(body.message, /database/);
   t.equal(down.headers['retry-after'], '5', 'with a Retry-After');
@@ -39,15 +39,15 @@ t.test(
     t.equal(sdkVersion, packageVersion, 'the SDK package has the same version');
     const changelog = readFileSync(path.join(root, 'CHANGELOG.md'), 'utf8');
     t.equal(/^## (\S+)/m.exec(changelog)?.[1], packageVersion, "CHANGELOG.md's latest entry is this version");
-    const { app } = await buildTestApp(t);
-    t.equal((await app.inject({ url: '/api/health' })).json().version, packageVersion, 'health reports it');
+    const { api } = await buildTestApp(t);
+    t.equal((await api.get('/api/health')).json().version, packageVersion, 'health reports it');
   },
 );
 
 t.test('health reports Redis and the embeddings breaker; the database alone decides the status', async (t) => {
   await t.test('neither configured', async (t) => {
-    const { app } = await buildTestApp(t);
-    const res = await app.inject({ url: '/api/health' });
+    const { api } = await buildTestApp(t);
+    const res = await api.get('/api/health');
     t.equal(res.statusCode, 200);
     t.match(res.json(), { status: 'ok', database: 'up', redis: 'not configured', embeddingsBreaker: 'not configured' });
   });
@@ -58,14 +58,14 @@ t.test('health reports Redis and the embeddings breaker; the database alone deci
     async (t) => {
       const fake = await startFakeUpstream();
       t.teardown(() => fake.close());
-      const { app } = await buildTestApp(t, {
+      const { api } = await buildTestApp(t, {
         env: {
           REDIS_URL: TEST_REDIS_URL,
           REDIS_KEY_PREFIX: newRedisKeyPrefix('health'),
           EMBEDDINGS_BASE_URL: fake.baseUrl,
         },
       });
-      const res = await app.inject({ url: '/api/health' });
+      const res = await api.get('/api/health');
       t.equal(res.statusCode, 200);
       t.match(res.json(), { redis: 'up', embeddingsBreaker: 'closed' });
     },
@@ -74,7 +74,7 @@ t.test('health reports Redis and the embeddings breaker; the database alone deci
   await t.test('Redis not answering, the breaker open: still 200', async (t) => {
     const fake = await startFakeUpstream();
     t.teardown(() => fake.close());
-    const { app } = await buildTestApp(t, {
+    const { app, api } = await buildTestApp(t, {
       env: {
         REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
         EMBEDDINGS_BASE_URL: fake.baseUrl,
@@ -86,16 +86,14 @@ t.test('health reports Redis and the embeddings breaker; the database alone deci
     // Each call tries three times (two retries); enough failing calls open the circuit.
     fake.enqueue(...Array.from({ length: BREAKER_MIN_CALLS * 3 }, () => ({ status: 503 })));
     for (let i = 0; i < BREAKER_MIN_CALLS; i++) {
-      const res = await app.inject({
-        method: 'POST',
-        url: '/api/ai/embeddings',
+      const res = await api.post('/api/ai/embeddings', {
         headers: { authorization: `Bearer ${token}` },
-        payload: { model: 'text-embedding-3-small', input: 'hello' },
+        body: { model: 'text-embedding-3-small', input: 'hello' },
       });
       t.equal(res.statusCode, 502, `failing call ${i + 1}`);
     }
     const started = Date.now();
-    const res = await app.inject({ url: '/api/health' });
+    const res = await api.get('/api/health');
     t.equal(res.statusCode, 200, 'neither decides the status');
     t.match(res.json(), { status: 'ok', database: 'up', redis: 'down', embeddingsBreaker: 'open' });
     t.ok(Date.now() - started < 1_500, 'a Redis that is down costs the check at most its short timeout');
