@@ -10,11 +10,11 @@ import { assertErrorBody } from './helpers/error-body.ts';
 import { urlOf } from './helpers/realtime-client.ts';
 import { assertMatchesSchema } from './helpers/spec-schema.ts';
 
-const URL_PATH = '/api/auth/public-config';
+const URL_PATH = '/api/auth/public-config' as const;
 
 t.test('the defaults, in the SDK’s shape, cacheable but revalidated', async (t) => {
-  const { app, config } = await buildAuthTestApp(t, { label: 'public-config' });
-  const res = await app.inject({ url: URL_PATH });
+  const { app, api, config } = await buildAuthTestApp(t, { label: 'public-config' });
+  const res = await api.get(URL_PATH);
   t.equal(res.statusCode, 200);
   const body = res.json();
   t.same(body, {
@@ -46,22 +46,22 @@ t.test('the defaults, in the SDK’s shape, cacheable but revalidated', async (t
   assertErrorBody(t, await app.inject({ method: 'POST', url: URL_PATH }), 405, 'METHOD_NOT_ALLOWED');
 
   // Needs no token, and ignores one.
-  const withToken = await app.inject({ url: URL_PATH, headers: { authorization: 'Bearer not-a-token' } });
+  const withToken = await api.get(URL_PATH, { headers: { authorization: 'Bearer not-a-token' } });
   t.equal(withToken.statusCode, 200, 'a bad Authorization header does not matter');
 
   for (const ifNoneMatch of [etag, `W/${etag}`, `"other", ${etag}`, '*']) {
-    const notModified = await app.inject({ url: URL_PATH, headers: { 'if-none-match': ifNoneMatch } });
+    const notModified = await api.get(URL_PATH, { headers: { 'if-none-match': ifNoneMatch } });
     t.equal(notModified.statusCode, 304, `If-None-Match: ${ifNoneMatch} -> 304`);
     t.equal(notModified.body, '', 'without a body');
     t.equal(notModified.headers.etag, etag, 'with the ETag');
     t.equal(notModified.headers['cache-control'], 'public, no-cache');
   }
   for (const ifNoneMatch of ['"stale"', etag.slice(0, -2), '']) {
-    const fresh = await app.inject({ url: URL_PATH, headers: { 'if-none-match': ifNoneMatch } });
+    const fresh = await api.get(URL_PATH, { headers: { 'if-none-match': ifNoneMatch } });
     t.equal(fresh.statusCode, 200, `If-None-Match: ${ifNoneMatch || '(empty)'} -> 200 with the body`);
     t.same(fresh.json(), body);
   }
-  const tooLong = await app.inject({ url: URL_PATH, headers: { 'if-none-match': `"${'x'.repeat(1100)}"` } });
+  const tooLong = await api.get(URL_PATH, { headers: { 'if-none-match': `"${'x'.repeat(1100)}"` } });
   assertErrorBody(t, tooLong, 400, 'INVALID_INPUT');
   t.equal(tooLong.headers['cache-control'], 'no-store', 'an error is never cached');
 });
@@ -74,16 +74,15 @@ t.test('the password rules are those the password-setting operations enforce', a
     const { minLength, maxLength } = rule;
     return { minLength, maxLength };
   };
-  const { app } = await buildAuthTestApp(t, { label: 'public-config-rules' });
-  const rules = (await app.inject({ url: URL_PATH })).json();
+  const { api } = await buildAuthTestApp(t, { label: 'public-config-rules' });
+  const rules = (await api.get(URL_PATH)).json();
   const announced = { minLength: rules.passwordMinLength, maxLength: rules.passwordMaxLength };
   t.same(lengths('SignUpRequest', 'password'), announced, 'sign-up');
   t.same(lengths('ChangePasswordRequest', 'newPassword'), announced, 'password change');
   if (schemas.ResetPasswordRequest !== undefined) {
     t.same(lengths('ResetPasswordRequest', 'newPassword'), announced, 'password reset');
   }
-  const signUp = (password: string) =>
-    app.inject({ method: 'POST', url: '/api/auth/users', payload: { email: newEmail('rules'), password } });
+  const signUp = (password: string) => api.post('/api/auth/users', { body: { email: newEmail('rules'), password } });
   assertErrorBody(t, await signUp('a'.repeat(rules.passwordMinLength - 1)), 400, 'INVALID_INPUT');
   t.equal((await signUp('a'.repeat(rules.passwordMinLength))).statusCode, 202, 'the minimum length is accepted');
   t.equal((await signUp('1'.repeat(rules.passwordMaxLength))).statusCode, 202, 'so is the maximum, digits only');
@@ -92,8 +91,8 @@ t.test('the password rules are those the password-setting operations enforce', a
 
 t.test('the answer follows the configuration, and so does its ETag', async (t) => {
   const first = await buildAuthTestApp(t, { label: 'public-config-a' });
-  const before = await first.app.inject({ url: URL_PATH });
-  const { app } = await buildAuthTestApp(t, {
+  const before = await first.api.get(URL_PATH);
+  const { api } = await buildAuthTestApp(t, {
     label: 'public-config-b',
     env: {
       REQUIRE_EMAIL_VERIFICATION: 'false',
@@ -103,7 +102,7 @@ t.test('the answer follows the configuration, and so does its ETag', async (t) =
       RESET_PASSWORD_URL: 'https://app.example.com/reset',
     },
   });
-  const res = await app.inject({ url: URL_PATH, headers: { 'if-none-match': String(before.headers.etag) } });
+  const res = await api.get(URL_PATH, { headers: { 'if-none-match': String(before.headers.etag) } });
   t.equal(res.statusCode, 200, 'the ETag of the other configuration does not match');
   t.not(res.headers.etag, before.headers.etag, 'another ETag');
   t.match(res.json(), {
@@ -116,19 +115,19 @@ t.test('the answer follows the configuration, and so does its ETag', async (t) =
   assertMatchesSchema(t, res.json(), 'PublicAuthConfig');
   const again = await buildAuthTestApp(t, { label: 'public-config-c' });
   t.equal(
-    (await again.app.inject({ url: URL_PATH })).headers.etag,
+    (await again.api.get(URL_PATH)).headers.etag,
     before.headers.etag,
     'the same configuration has the same ETag on another instance',
   );
 });
 
 t.test('InsForge’s SDK reads it: getPublicAuthConfig()', async (t) => {
-  const { app } = await buildAuthTestApp(t, { label: 'public-config-sdk' });
+  const { app, api } = await buildAuthTestApp(t, { label: 'public-config-sdk' });
   await app.listen({ port: 0, host: '127.0.0.1' });
   for (const isServerMode of [true, false]) {
     const client = createClient({ baseUrl: urlOf(app), retryCount: 0, isServerMode });
     const { data, error } = await client.auth.getPublicAuthConfig();
     t.equal(error, null, `no error (${isServerMode ? 'server' : 'browser'} mode)`);
-    t.same(data, (await app.inject({ url: URL_PATH })).json(), 'the data is the answer');
+    t.same(data, (await api.get(URL_PATH)).json(), 'the data is the answer');
   }
 });
