@@ -74,6 +74,11 @@ async function prepareAccounts(db: Kysely<Database>, count: number): Promise<str
   // address used for wrong codes last time may have used up its attempts for the day).
   await sql`delete from email_send_log where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
   await sql`delete from email_send_requesters where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
+  await sql`delete from code_attempt_misses where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
+  // Every one-time code of the prepared addresses, here before any is written: sign-in codes of
+  // addresses without an account are not removed with the prepared users, and the verification
+  // rows written below share the table with the codes prepareEmailCodes writes after them.
+  await sql`delete from one_time_codes where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
   const keys = deriveKeys(benchServiceEnv.JWT_SECRET);
   const emails: string[] = [];
   for (let start = 0; start < count; start += 2000) {
@@ -106,8 +111,8 @@ async function prepareEmailCodes(
   db: Kysely<Database>,
   count: number,
 ): Promise<{ resets: Array<{ email: string; token: string }>; otpSignIns: string[] }> {
-  // Sign-in codes of addresses without an account are not removed with the prepared users.
-  await sql`delete from one_time_codes where email like ${`%@${PREPARED_DOMAIN}`}`.execute(db);
+  // The table holds the prepared sign-ups' verification rows by now: what earlier runs left is
+  // removed by prepareAccounts, which runs first.
   const keys = deriveKeys(benchServiceEnv.JWT_SECRET);
   const codeHmac = (purpose: 'password_reset' | 'sign_in', email: string) =>
     oneTimeCodeHmac(keys, purpose, email, EMAIL_CODE);

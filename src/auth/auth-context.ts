@@ -8,7 +8,7 @@ import type { ClientType, Database, Executor } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import type { Mailer } from '../mail/mailer.ts';
 import type { AccessTokenClaims } from './access-token.ts';
-import { type DerivedKeys, hmacHex } from './crypto.ts';
+import type { DerivedKeys } from './crypto.ts';
 import { deviceAccount, deviceSignals, knownDevice } from './known-device.ts';
 import type { SignInThrottle } from './sign-in-throttle.ts';
 
@@ -123,13 +123,6 @@ export function requesterOf(client: Pick<ClientInfo, 'ip'>): string {
 }
 
 export const inSeconds = (now: Date, seconds: number) => new Date(now.getTime() + seconds * 1000);
-
-/**
- * The HMAC a verification code is stored as, for the benchmarks' prepared data (bench/lib/prepare.ts);
- * the one layout is oneTimeCodeHmac in one-time-codes.ts.
- */
-export const codeHmacWith = (keys: DerivedKeys) => (email: string, code: string) =>
-  hmacHex(keys.otp, `verification\n${email}\n${code}`);
 
 export const invalidOtp = () => new ApiError('INVALID_OTP', 'The code or link is invalid or has expired');
 export const invalidCredentials = () => new ApiError('INVALID_CREDENTIALS', 'Email or password is incorrect');
