@@ -113,7 +113,8 @@ export function errorHandler(err: FastifyError, request: FastifyRequest, reply: 
 }
 
 // Each path of the contract as a pattern, with the methods it accepts (for 405 and its Allow
-// header); concrete paths first, so that a templated sibling does not answer for them.
+// header); concrete paths first, so that a templated sibling does not answer for them. A path with
+// a trailing slash is not the contract's (the router does not take it either): 404.
 const methodsByPath = [
   ...Object.values(operations).reduce((byPath, op) => {
     byPath.set(op.path, [...(byPath.get(op.path) ?? []), op.method].sort());
@@ -121,7 +122,7 @@ const methodsByPath = [
   }, new Map<string, string[]>()),
 ]
   .sort(([a], [b]) => Number(a.includes('{')) - Number(b.includes('{')))
-  .map(([path, methods]) => ({ pattern: new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}/?$`), methods }));
+  .map(([path, methods]) => ({ pattern: new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}$`), methods }));
 
 /** The methods the contract accepts on a path, or undefined when no path of the contract matches it. */
 function methodsAt(path: string): string[] | undefined {

@@ -8,7 +8,7 @@ import type {
 } from 'fastify';
 import { type OperationId, operations, type Role } from '../generated/contract.ts';
 import type { Config } from './config.ts';
-import { ApiError } from './errors.ts';
+import { ApiError, methodNotAllowedHandler } from './errors.ts';
 import { describeJsonProblem, findJsonProblem } from './json-values.ts';
 import { routeRateLimit } from './rate-limits.ts';
 
@@ -73,6 +73,13 @@ export function registerOperationRules(app: FastifyInstance, config: Readonly<Co
     const operationId = (route.schema as { operationId?: string } | undefined)?.operationId;
     if (operationId === undefined || !(operationId in operations)) return;
     const operation = operations[operationId as OperationId];
+    if (route.method === 'HEAD' && operation.method === 'GET' && operation.rateLimits.length > 0) {
+      // Fastify's own HEAD for a limited GET would run the operation under a count of its own,
+      // doubling the limit: it answers 405 instead, doing nothing.
+      route.schema = { hide: true };
+      route.handler = methodNotAllowedHandler;
+      return;
+    }
     if (route.preHandler !== undefined) {
       route.onRequest = [...asArray(route.onRequest), ...asArray(route.preHandler)] as onRequestHookHandler[];
       delete route.preHandler;

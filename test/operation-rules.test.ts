@@ -86,6 +86,25 @@ t.test('a concrete path answers 405 to a method only its templated sibling takes
   }
 });
 
+t.test('a limited GET has no HEAD of its own, which would count apart; a trailing slash is not a path', async (t) => {
+  const { app } = await buildTestApp(t, { env: { RATE_LIMIT_SIGN_IN: '2' } });
+  const url = '/api/auth/oauth/github?redirect_uri=http://localhost:3000/callback';
+  for (let i = 0; i < 3; i++) {
+    const head = await app.inject({ method: 'HEAD', url });
+    t.equal(head.statusCode, 405, `HEAD ${i + 1}: 405, doing nothing`);
+    t.equal(head.headers.allow, 'GET', `HEAD ${i + 1}: Allow: GET`);
+  }
+  const gets = [];
+  for (let i = 0; i < 3; i++) gets.push((await app.inject({ method: 'GET', url })).statusCode);
+  t.not(gets[1], 429, 'the HEADs took nothing from the GETs’ limit');
+  t.equal(gets[2], 429, 'the third GET is over RATE_LIMIT_SIGN_IN=2');
+  const user = accessTokenFor(app, 'admin');
+  for (const path of [`/api/auth/users/${sample}/`, '/api/realtime/channels/']) {
+    const res = await app.inject({ method: 'GET', url: path, headers: { authorization: `Bearer ${user}` } });
+    assertErrorBody(t, res, 404, 'NOT_FOUND');
+  }
+});
+
 type Schema = { $ref?: string; properties?: Record<string, Schema>; items?: Schema };
 type Link = { operationId: string; parameters?: Record<string, string>; requestBody?: Record<string, string> };
 

@@ -1,5 +1,6 @@
 import type { Transaction } from 'kysely';
 import * as addressLimits from '../db/repositories/address-limits.ts';
+import { lockUserById } from '../db/repositories/mailbox-accounts.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as users from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
@@ -87,7 +88,15 @@ export function createEmailVerification(
     // The row as consumed: a sign-up that competed after the code was read still counts.
     const consumed = await codes.consume(trx, v, now);
     if (consumed.user_id === null) throw invalidOtp();
-    const password = consumed.contested ? null : (consumed.pending_password_hash ?? undefined);
+    // An account verified meanwhile (by another flow that proved the mailbox, while a sign-up
+    // wrote this row) keeps its password: a verification sets or removes one only on an
+    // unverified account. Read under the row's lock, so the latest state counts.
+    const alreadyVerified = (await lockUserById(trx, consumed.user_id))?.email_verified === true;
+    const password = alreadyVerified
+      ? undefined
+      : consumed.contested
+        ? null
+        : (consumed.pending_password_hash ?? undefined);
     const proven = bindings.some((b) => constantTimeEqual(sha256Hex(b), consumed.binding_hash ?? ''));
     await users.markEmailVerified(trx, consumed.user_id, password, proven ? null : now);
     await oneTimeCodes.forgetPendingSignUp(trx, consumed.user_id);

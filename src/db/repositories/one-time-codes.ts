@@ -113,7 +113,10 @@ export async function recordSignUp(
           // A contested sign-up activates no password, so its binding proves nothing more.
           binding_hash: sql<string>`excluded.binding_hash`,
           ...(s.fresh === undefined ? {} : fields),
-        }),
+        })
+        // A row consumed since this statement's snapshot read the account as unverified: the
+        // account has just been verified, so this sign-up records nothing (as for a verified one).
+        .where('one_time_codes.consumed_at', 'is', null),
     )
     .returning(['user_id', 'contested'])
     .executeTakeFirst();

@@ -1,0 +1,71 @@
+// A second sign-up for an address whose owner is verifying it at that moment. The sign-up reads the
+// account as unverified, then waits on the verification row that the owner's verification holds; an
+// outside lock on the account row pins that order. Both requests run the service's own code.
+import pg from 'pg';
+import t from 'tap';
+import { buildAuthTestApp, newEmail, pause } from './helpers/auth.ts';
+import { usingPostgres } from './helpers/database.ts';
+
+t.test(
+  'a sign-up racing the owner’s verification does not put its password on the account',
+  { skip: !usingPostgres && 'PostgreSQL only (row locks between connections)' },
+  async (t) => {
+    const s = await buildAuthTestApp(t, { label: 'verify-race', env: { DATABASE_POOL_MAX: '10' } });
+    const post = (url: string, payload: object, remoteAddress = '127.0.0.1') =>
+      s.app.inject({ method: 'POST', url, payload, remoteAddress });
+    const email = newEmail('verify-race');
+    const OWNER = 'owner password 123 long';
+    const OTHER = 'other password 123 long';
+    const signUp = await post('/api/auth/users?client_type=mobile', { email, password: OWNER });
+    t.equal(signUp.statusCode, 202, 'the owner signs up');
+    const binding = (signUp.json() as { signUpBinding: string }).signUpBinding;
+    const first = await s.nthMail(email, 1);
+    s.clock.advance(61); // past the email cooldown, so that the second sign-up may be mailed
+
+    const locker = new pg.Client({ connectionString: s.database.url });
+    const watcher = new pg.Client({ connectionString: s.database.url });
+    await locker.connect();
+    await watcher.connect();
+    t.teardown(async () => {
+      await locker.end();
+      await watcher.end();
+    });
+    const waitingOn = async (...statements: string[]) => {
+      for (let i = 0; i < 400; i++) {
+        const { rows } = await watcher.query(
+          `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike any($1::text[])`,
+          [statements],
+        );
+        if ((rows[0] as { n: number }).n > 0) return true;
+        await pause(25);
+      }
+      return false;
+    };
+    await locker.query('begin');
+    await locker.query('select id from users where email = $1 for update', [email]);
+    // The owner's verification consumes the code, then waits for the account's row.
+    const verifying = s.verifyElsewhere({ otp: first.token, signUpBinding: binding });
+    const onAccount = await waitingOn('update "users"%', 'select % from "users" %for update');
+    t.ok(onAccount, 'the verification has consumed the code and waits');
+    // The second sign-up sees the account unverified, then waits on the verification row.
+    const competing = post('/api/auth/users?client_type=mobile', { email, password: OTHER }, '10.9.9.9');
+    t.ok(await waitingOn('insert into "one_time_codes"%'), 'the second sign-up waits on the verification row');
+    await locker.query('rollback');
+    t.equal((await verifying).statusCode, 200, 'the owner is verified');
+    t.equal((await competing).statusCode, 202, 'the second sign-up gets the usual answer');
+
+    const row = await s.database.handle.db
+      .selectFrom('one_time_codes')
+      .select(['consumed_at', 'pending_password_hash'])
+      .where('email', '=', email)
+      .where('purpose', '=', 'verification')
+      .executeTakeFirstOrThrow();
+    t.not(row.consumed_at, null, 'the verification row stays consumed');
+    t.equal(row.pending_password_hash, null, 'and holds no password');
+    const second = await s.nthMail(email, 2);
+    t.notOk(second.token, 'the second sign-up mails no code or link for a verified account');
+    t.equal((await post('/api/auth/sessions?client_type=mobile', { email, password: OWNER })).statusCode, 200);
+    const other = await post('/api/auth/sessions?client_type=mobile', { email, password: OTHER }, '10.9.9.9');
+    t.equal(other.statusCode, 401, 'the second password does not sign in');
+  },
+);
