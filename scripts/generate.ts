@@ -96,19 +96,23 @@ function contractModule(spec: Spec): string {
         roles: op['x-roles'] ?? null,
         rateLimits: op['x-rate-limit'] ?? [],
       };
-      const secured = (op.security?.length ?? 0) > 0;
+      // Roles and limits by user read the access token's claims: the operation must require one.
+      const bearer = (op.security ?? []).length > 0 && (op.security ?? []).every((s) => 'bearerAuth' in (s as object));
       for (const role of op['x-roles'] ?? []) {
         if (!roles.includes(role)) throw new Error(`${op.operationId}: x-roles names ${role}, not one of ${roles}`);
       }
-      if (op['x-roles'] !== undefined && !secured) {
-        throw new Error(`${op.operationId} declares x-roles but no security: roles need an authenticated caller`);
+      if (op['x-roles'] !== undefined && !bearer) {
+        throw new Error(`${op.operationId} declares x-roles but not security bearerAuth: roles are the token's`);
+      }
+      if ((op['x-rate-limit'] ?? []).length > 1) {
+        throw new Error(`${op.operationId}: one x-rate-limit per operation is applied; it declares more`);
       }
       for (const limit of op['x-rate-limit'] ?? []) {
         if (!rateLimitKeys.includes(limit.by) || !/^[a-z][A-Za-z]*$/.test(limit.name)) {
           throw new Error(`${op.operationId}: each x-rate-limit is {name, by: ${rateLimitKeys.join(' | ')}}`);
         }
-        if (limit.by === 'user' && !secured) {
-          throw new Error(`${op.operationId}: a limit by user needs an authenticated caller (security)`);
+        if (limit.by === 'user' && !bearer) {
+          throw new Error(`${op.operationId}: a limit by user needs security bearerAuth (the token's user)`);
         }
       }
       if (op.requestBody && typeof op['x-body-limit'] !== 'number') {
