@@ -108,8 +108,25 @@ function locateProblem(value: unknown, root: string, maxDepth: number): JsonProb
   return undefined;
 }
 
+/**
+ * A sentence that may quote names a client chose, made fit for an error message: NUL and unpaired
+ * surrogates (which the Error schema's `message` refuses, and which no client could print) and the
+ * other control characters (which could rewrite a terminal showing the log) become `\uXXXX`.
+ */
+export function printable(sentence: string): string {
+  return sentence.replace(
+    // eslint-disable-next-line no-control-regex
+    /[\u0000-\u001f\u007f-\u009f]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
 /** The problem as a sentence for an error message. */
 export function describeJsonProblem(problem: JsonProblem): string {
+  return printable(problemSentence(problem));
+}
+
+function problemSentence(problem: JsonProblem): string {
   switch (problem.kind) {
     case 'unstorable':
       return `${problem.path} contains a NUL character or an unpaired UTF-16 surrogate`;
@@ -153,5 +170,5 @@ export function findPrototypeKey(value: unknown, root: string): string | undefin
 /** The refusal message for a payload with a prototype key (findPrototypeKey), or undefined when it has none. */
 export function prototypeKeyProblem(value: unknown, root: string): string | undefined {
   const path = findPrototypeKey(value, root);
-  return path === undefined ? undefined : `${path}: keys named __proto__, constructor or prototype are not allowed`;
+  return path === undefined ? undefined : printable(`${path}: keys named __proto__, constructor or prototype are not allowed`);
 }

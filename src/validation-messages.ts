@@ -1,4 +1,5 @@
 import { PROFILE_NAME_PATTERN } from './auth/profile-name.ts';
+import { printable } from './json-values.ts';
 
 /**
  * Ajv's validation failures in words: which field failed, and what it must be. The one issue worth
@@ -113,8 +114,15 @@ function meantBranch(oneOf: AjvIssue, issues: readonly AjvIssue[]): AjvIssue | u
   return { ...oneOf, keyword: 'pattern', instancePath: at, params: { pattern: rules.map((r) => r.pattern).join('|') } };
 }
 
-/** One sentence that names the failing field and says what it must be. */
+/**
+ * One sentence that names the failing field and says what it must be. Field names come from the
+ * caller, so the sentence is made printable (see printable).
+ */
 export function describeValidationIssue(context: string, issue: AjvIssue): string {
+  return printable(sentence(context, issue));
+}
+
+function sentence(context: string, issue: AjvIssue): string {
   const where = `${context === 'querystring' ? 'query' : context}${jsonPointerToPath(issue.instancePath)}`;
   const p = issue.params;
   switch (issue.keyword) {

@@ -79,6 +79,25 @@ t.test('HTTP behaviour shared by every route', async (t) => {
       const res = await app.inject({ method: 'POST', url: '/api/auth/users', payload });
       t.match(assertErrorBody(t, res, 400, 'INVALID_INPUT').message, message, JSON.stringify(payload));
     }
+    // A field name the caller chose is echoed escaped: NUL, an unpaired surrogate (refused before
+    // validation) and a control character cannot reach the message (the Error schema refuses the
+    // first two).
+    const names: Array<[string, string]> = [
+      ['\u0000', 'body.\\u0000 contains a NUL character or an unpaired UTF-16 surrogate'],
+      ['a\uD800', 'body.a\\ud800 contains a NUL character or an unpaired UTF-16 surrogate'],
+      ['\uDC00b', 'body.\\udc00b contains a NUL character or an unpaired UTF-16 surrogate'],
+      ['x\u001b[2J', 'body.x\\u001b[2J is not an accepted field'],
+      ['\u{1F600}', 'body.\u{1F600} is not an accepted field'],
+    ];
+    for (const [name, message] of names) {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/api/auth/users',
+        headers: { 'content-type': 'application/json' },
+        payload: `{"email":"a@b.co","password":"abcdefgh",${JSON.stringify(name)}:1}`,
+      });
+      t.equal(assertErrorBody(t, res, 400, 'INVALID_INPUT').message, message, JSON.stringify(name));
+    }
     const query = await app.inject({
       method: 'POST',
       url: '/api/auth/email/verify?client_type=tv',
