@@ -115,7 +115,7 @@ function locateProblem(value: unknown, root: string, maxDepth: number): JsonProb
  */
 export function printable(sentence: string): string {
   return sentence.replace(
-    // eslint-disable-next-line no-control-regex
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
     /[\u0000-\u001f\u007f-\u009f]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g,
     (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
   );
@@ -170,5 +170,7 @@ export function findPrototypeKey(value: unknown, root: string): string | undefin
 /** The refusal message for a payload with a prototype key (findPrototypeKey), or undefined when it has none. */
 export function prototypeKeyProblem(value: unknown, root: string): string | undefined {
   const path = findPrototypeKey(value, root);
-  return path === undefined ? undefined : printable(`${path}: keys named __proto__, constructor or prototype are not allowed`);
+  return path === undefined
+    ? undefined
+    : printable(`${path}: keys named __proto__, constructor or prototype are not allowed`);
 }
