@@ -24,6 +24,28 @@ export const operations = {
     "roles": null,
     "rateLimits": []
   },
+  "getJwks": {
+    "method": "GET",
+    "path": "/.well-known/jwks.json",
+    "tag": "signing-keys",
+    "secured": false,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": []
+  },
+  "getOpenIdConfiguration": {
+    "method": "GET",
+    "path": "/.well-known/openid-configuration",
+    "tag": "signing-keys",
+    "secured": false,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": []
+  },
   "listUsers": {
     "method": "GET",
     "path": "/api/auth/users",
@@ -371,6 +393,58 @@ export const operations = {
     "roles": null,
     "rateLimits": []
   },
+  "listSigningKeys": {
+    "method": "GET",
+    "path": "/api/auth/signing-keys",
+    "tag": "signing-keys",
+    "secured": true,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": []
+  },
+  "createSigningKey": {
+    "method": "POST",
+    "path": "/api/auth/signing-keys",
+    "tag": "signing-keys",
+    "secured": true,
+    "bodyRequired": false,
+    "bodyLimit": 1024,
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": []
+  },
+  "rotateSigningKeys": {
+    "method": "POST",
+    "path": "/api/auth/signing-keys/rotate",
+    "tag": "signing-keys",
+    "secured": true,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": []
+  },
+  "revokeSigningKey": {
+    "method": "POST",
+    "path": "/api/auth/signing-keys/{kid}/revoke",
+    "tag": "signing-keys",
+    "secured": true,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": []
+  },
   "createEmbeddings": {
     "method": "POST",
     "path": "/api/ai/embeddings",
@@ -516,6 +590,7 @@ export const errorCodes = [
   "NOT_FOUND",
   "CHANNEL_ALREADY_EXISTS",
   "LAST_ADMIN",
+  "SIGNING_KEY_STATE",
   "METHOD_NOT_ALLOWED",
   "PAYLOAD_TOO_LARGE",
   "UNSUPPORTED_MEDIA_TYPE",
@@ -629,6 +704,10 @@ export const errorCatalogue: Record<ErrorCode, { readonly status: number; readon
   "CHANNEL_ALREADY_EXISTS": {
     "status": 409,
     "message": "A realtime channel with this pattern exists already."
+  },
+  "SIGNING_KEY_STATE": {
+    "status": 409,
+    "message": "The signing key's state does not allow the change: the current key cannot be revoked, and there is at most one standby key."
   },
   "LAST_ADMIN": {
     "status": 409,

@@ -59,6 +59,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/.well-known/jwks.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the public keys that verify access tokens (JWKS)
+         * @description The JSON Web Key Set of the keys that verify this service's access
+         *     tokens: the current key, a standby key (published before it signs,
+         *     so that verifiers know it in time) and the previous keys not yet
+         *     revoked. A token's `kid` header names its key. Only public members
+         *     are published: never `d`, `p`, `q`, `dp`, `dq`, `qi` or `k`.
+         *
+         *     Needs no authentication. The answer carries
+         *     `Cache-Control: public, max-age=300`: a verifier that meets an
+         *     unknown `kid` should fetch the set again (as `jose`'s
+         *     `createRemoteJWKSet` does) rather than wait for its copy to age.
+         */
+        get: operations["getJwks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/.well-known/openid-configuration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the token issuer's discovery document
+         * @description The OpenID Connect discovery fields that apply to an issuer of access
+         *     tokens, so that tools configured with an issuer URL find its keys:
+         *     `issuer` (the `iss` of every access token) and `jwks_uri`, with the
+         *     signing algorithms of the published keys. The service is not an
+         *     OpenID Provider: it issues no ID tokens of its own and has no
+         *     authorization endpoint. Needs no authentication; cached like the
+         *     JWKS.
+         */
+        get: operations["getOpenIdConfiguration"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/users": {
         parameters: {
             query?: never;
@@ -936,6 +991,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auth/signing-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the signing keys
+         * @description Every signing key with its state, newest first: no key material (the
+         *     public halves are in `GET /.well-known/jwks.json`).
+         *     **Administrators only**: any other authenticated caller receives
+         *     `403 FORBIDDEN`.
+         */
+        get: operations["listSigningKeys"];
+        put?: never;
+        /**
+         * Create a standby signing key
+         * @description Creates a key in the `standby` state: published in the JWKS at once,
+         *     signing only after `rotate`. Publish it a while before rotating (the
+         *     longest time verifiers keep the JWKS: 5 minutes for this service's
+         *     `Cache-Control`, more for some verifiers) so that none meets a token
+         *     whose key it does not know. `alg` is `ES256` (P-256, the default),
+         *     `RS256` (RSA 2048) or `EdDSA` (Ed25519).
+         *
+         *     There is at most one standby key: a second one gets
+         *     `409 SIGNING_KEY_STATE`. **Administrators only**. The private half is
+         *     kept encrypted in the database and never leaves the service.
+         */
+        post: operations["createSigningKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/signing-keys/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the signing key
+         * @description The standby key becomes `current` (one is created first, ES256, when
+         *     there is none) and the current key becomes `previous`: new access
+         *     tokens carry the new `kid`, and tokens of the old key keep verifying
+         *     until they expire or the key is revoked. Sessions are not ended.
+         *     Every instance signs with the new key within 2 seconds.
+         *     **Administrators only**. Answers the keys after the rotation.
+         */
+        post: operations["rotateSigningKeys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/signing-keys/{kid}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke a signing key
+         * @description Withdraws a `previous` or `standby` key: it leaves the JWKS, and every
+         *     instance refuses its tokens (`401 AUTH_UNAUTHORIZED`, HTTP and socket
+         *     handshakes alike) within 2 seconds. Clients holding such a token
+         *     refresh their session and get one signed by the current key; sessions
+         *     are not ended. The `current` key cannot be revoked (rotate first):
+         *     `409 SIGNING_KEY_STATE`. Revoking a revoked key changes nothing and
+         *     answers it again. An unknown `kid` gets `404 NOT_FOUND`.
+         *     **Administrators only**.
+         */
+        post: operations["revokeSigningKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/ai/embeddings": {
         parameters: {
             query?: never;
@@ -1183,6 +1326,127 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /**
+         * @description A signing key's id, the `kid` of its JWK and of the tokens it signs.
+         * @example 8pQm2T0cYwXbRZ4oKqJv1A
+         */
+        KeyId: string;
+        /**
+         * @description The JWS algorithm of a signing key: `ES256` (ECDSA on P-256 with
+         *     SHA-256, the default), `RS256` (RSASSA-PKCS1-v1_5 with SHA-256, RSA
+         *     2048) or `EdDSA` (Ed25519).
+         * @enum {string}
+         */
+        SigningKeyAlgorithm: "ES256" | "RS256" | "EdDSA";
+        /**
+         * @description `standby`: published in the JWKS, not signing yet. `current`: signs
+         *     every new access token (exactly one). `previous`: signed before the
+         *     last rotations; published, its tokens verify until they expire.
+         *     `revoked`: withdrawn from the JWKS; its tokens are refused.
+         * @enum {string}
+         */
+        SigningKeyStatus: "standby" | "current" | "previous" | "revoked";
+        /** @description A signing key's state and history, without key material. */
+        SigningKey: {
+            kid: components["schemas"]["KeyId"];
+            alg: components["schemas"]["SigningKeyAlgorithm"];
+            status: components["schemas"]["SigningKeyStatus"];
+            /** Format: date-time */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When it became `current`; null while it never was.
+             */
+            activatedAt: string | null;
+            /**
+             * Format: date-time
+             * @description When a rotation made it `previous`; null while it is not.
+             */
+            retiredAt: string | null;
+            /**
+             * Format: date-time
+             * @description When it was revoked; null while it is not.
+             */
+            revokedAt: string | null;
+        };
+        SigningKeyList: {
+            /** @description Every key, newest first. */
+            keys: components["schemas"]["SigningKey"][];
+        };
+        CreateSigningKeyRequest: {
+            alg?: components["schemas"]["SigningKeyAlgorithm"];
+        };
+        /**
+         * @description The public half of a signing key (RFC 7517): `kty` `EC` with `crv`
+         *     `P-256`, `x` and `y`; `RSA` with `n` and `e`; or `OKP` with `crv`
+         *     `Ed25519` and `x`. Never a private member.
+         */
+        Jwk: {
+            /** @enum {string} */
+            kty: "EC" | "RSA" | "OKP";
+            /** @enum {string} */
+            crv?: "P-256" | "Ed25519";
+            x?: string;
+            y?: string;
+            n?: string;
+            e?: string;
+            kid: components["schemas"]["KeyId"];
+            alg: components["schemas"]["SigningKeyAlgorithm"];
+            /** @constant */
+            use: "sig";
+        };
+        Jwks: {
+            /** @description The current key, a standby key if there is one, and the previous keys not revoked. */
+            keys: components["schemas"]["Jwk"][];
+        };
+        /** @description The discovery fields (OpenID Connect Discovery 1.0) that apply to an issuer of access tokens. */
+        OpenIdConfiguration: {
+            /**
+             * Format: uri
+             * @description The `iss` claim of every access token.
+             */
+            issuer: string;
+            /** Format: uri */
+            jwks_uri: string;
+            /** @description The algorithms of the published keys (the service issues access tokens, no ID tokens). */
+            id_token_signing_alg_values_supported: components["schemas"]["SigningKeyAlgorithm"][];
+            subject_types_supported: "public"[];
+            claims_supported: string[];
+        };
+        /**
+         * @description The claims of an access token (a JWS whose header names its key in
+         *     `kid`). Verify the signature with the JWKS, `iss`, `aud` and `exp`
+         *     before trusting any of them.
+         */
+        AccessTokenClaims: {
+            /**
+             * Format: uuid
+             * @description The user's id.
+             */
+            sub: string;
+            /** @description The account's email address when the token was issued. */
+            email: string;
+            /** @enum {string} */
+            role: "user" | "admin";
+            /**
+             * Format: uuid
+             * @description The session's id; a revoked session's tokens are refused by the service.
+             */
+            sid: string;
+            /** @constant */
+            token_use: "access";
+            /**
+             * Format: uri
+             * @description The service's public URL (`issuer` in its discovery document).
+             */
+            iss: string;
+            /** @constant */
+            aud: "accounts-service:api";
+            iat: number;
+            exp: number;
+            /** @description Unique per token. */
+            jti: string;
+        };
+        /**
          * @description Stable, machine-readable error codes. Clients branch on these, never
          *     on `message`.
          *
@@ -1212,6 +1476,7 @@ export interface components {
          *     | `ID_TOKEN_INVALID` | 401 | The ID token's signature, issuer, audience, expiry or nonce is wrong, or it was already used to sign in. |
          *     | `NOT_FOUND` | 404 | No route or resource matches the request. |
          *     | `CHANNEL_ALREADY_EXISTS` | 409 | A realtime channel with this pattern exists already. |
+         *     | `SIGNING_KEY_STATE` | 409 | The signing key's state does not allow the change: the current key cannot be revoked, and there is at most one standby key. |
          *     | `LAST_ADMIN` | 409 | Deleting, demoting or disabling accounts would leave no enabled administrator; nothing was changed. |
          *     | `METHOD_NOT_ALLOWED` | 405 | The path exists but does not accept this HTTP method. |
          *     | `PAYLOAD_TOO_LARGE` | 413 | The request body exceeds the size limit. |
@@ -1227,7 +1492,7 @@ export interface components {
          *     | `HEADERS_TOO_LARGE` | 431 | The request's headers exceed 16 KiB or 1,000 lines; the connection is closed. Sent by the HTTP layer, before any operation. |
          * @enum {string}
          */
-        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "AUTH_UNAUTHORIZED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "ACCOUNT_DISABLED" | "OAUTH_CODE_INVALID" | "OAUTH_STATE_INVALID" | "OAUTH_EMAIL_UNVERIFIED" | "OAUTH_ACCOUNT_UNVERIFIED" | "OAUTH_PROVIDER_ERROR" | "ACCESS_DENIED" | "ID_TOKEN_INVALID" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
+        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "AUTH_UNAUTHORIZED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "ACCOUNT_DISABLED" | "OAUTH_CODE_INVALID" | "OAUTH_STATE_INVALID" | "OAUTH_EMAIL_UNVERIFIED" | "OAUTH_ACCOUNT_UNVERIFIED" | "OAUTH_PROVIDER_ERROR" | "ACCESS_DENIED" | "ID_TOKEN_INVALID" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "SIGNING_KEY_STATE" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
         /**
          * @description The body of every error response.
          * @example {
@@ -2107,6 +2372,22 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description `SIGNING_KEY_STATE`: the key's state does not allow the change (the current key cannot be revoked; there is a standby key already). */
+        SigningKeyState: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "SIGNING_KEY_STATE",
+                 *       "message": "The current signing key cannot be revoked; rotate first",
+                 *       "statusCode": 409
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description `NOT_FOUND`: the resource named in the path or query does not exist (or the caller may not see it). */
         NotFound: {
             headers: {
@@ -2495,6 +2776,11 @@ export interface components {
          */
         PublicConfigETag: string;
         /**
+         * @description `public, max-age=300`: verifiers may keep the answer for 5 minutes (and fetch it again at once on meeting an unknown `kid`).
+         * @example public, max-age=300
+         */
+        JwksCacheControl: string;
+        /**
          * @description `public, no-cache`: caches may keep the answer but must revalidate it (with `If-None-Match`) before using it.
          * @example public, no-cache
          */
@@ -2604,6 +2890,93 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
+        };
+    };
+    getJwks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key set. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["JwksCacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "keys": [
+                     *         {
+                     *           "kty": "EC",
+                     *           "crv": "P-256",
+                     *           "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+                     *           "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0",
+                     *           "kid": "8pQm2T0cYwXbRZ4oKqJv1A",
+                     *           "alg": "ES256",
+                     *           "use": "sig"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Jwks"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOpenIdConfiguration: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The discovery document. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["JwksCacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "issuer": "https://accounts.example.com",
+                     *       "jwks_uri": "https://accounts.example.com/.well-known/jwks.json",
+                     *       "id_token_signing_alg_values_supported": [
+                     *         "ES256"
+                     *       ],
+                     *       "subject_types_supported": [
+                     *         "public"
+                     *       ],
+                     *       "claims_supported": [
+                     *         "sub",
+                     *         "email",
+                     *         "role",
+                     *         "sid",
+                     *         "token_use",
+                     *         "iss",
+                     *         "aud",
+                     *         "iat",
+                     *         "exp",
+                     *         "jti"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OpenIdConfiguration"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     listUsers: {
@@ -4118,6 +4491,184 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             500: components["responses"]["InternalError"];
+        };
+    };
+    listSigningKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "keys": [
+                     *         {
+                     *           "kid": "8pQm2T0cYwXbRZ4oKqJv1A",
+                     *           "alg": "ES256",
+                     *           "status": "current",
+                     *           "createdAt": "2026-11-27T09:00:00.000Z",
+                     *           "activatedAt": "2026-11-27T09:00:00.000Z",
+                     *           "retiredAt": null,
+                     *           "revokedAt": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SigningKeyList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createSigningKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "alg": "ES256"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateSigningKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description The new standby key. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "kid": "8pQm2T0cYwXbRZ4oKqJv1A",
+                     *       "alg": "ES256",
+                     *       "status": "standby",
+                     *       "createdAt": "2026-11-27T09:00:00.000Z",
+                     *       "activatedAt": null,
+                     *       "retiredAt": null,
+                     *       "revokedAt": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SigningKey"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["SigningKeyState"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateSigningKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys after the rotation. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "keys": [
+                     *         {
+                     *           "kid": "2bX9qWc1mNfT7rLs0Hk4Yg",
+                     *           "alg": "ES256",
+                     *           "status": "current",
+                     *           "createdAt": "2026-11-27T09:00:00.000Z",
+                     *           "activatedAt": "2026-12-27T09:00:00.000Z",
+                     *           "retiredAt": null,
+                     *           "revokedAt": null
+                     *         },
+                     *         {
+                     *           "kid": "8pQm2T0cYwXbRZ4oKqJv1A",
+                     *           "alg": "ES256",
+                     *           "status": "previous",
+                     *           "createdAt": "2026-10-27T09:00:00.000Z",
+                     *           "activatedAt": "2026-10-27T09:00:00.000Z",
+                     *           "retiredAt": "2026-12-27T09:00:00.000Z",
+                     *           "revokedAt": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SigningKeyList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    revokeSigningKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key's id (the `kid` of its tokens and of its JWK). */
+                kid: components["schemas"]["KeyId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "kid": "8pQm2T0cYwXbRZ4oKqJv1A",
+                     *       "alg": "ES256",
+                     *       "status": "revoked",
+                     *       "createdAt": "2026-10-27T09:00:00.000Z",
+                     *       "activatedAt": "2026-10-27T09:00:00.000Z",
+                     *       "retiredAt": "2026-11-27T09:00:00.000Z",
+                     *       "revokedAt": "2026-11-28T09:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SigningKey"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["SigningKeyState"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     createEmbeddings: {

@@ -1,17 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import fastifyCookie from '@fastify/cookie';
-import fastifyJwt from '@fastify/jwt';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { LoggerOptions } from 'pino';
-import { jwtOptions } from './auth/access-token.ts';
+import { type AccessTokenClaims, AccessTokens } from './auth/access-token.ts';
 import { createAuthService } from './auth/auth-service.ts';
 import { deriveKeys } from './auth/crypto.ts';
 import { startAuthHousekeeping } from './auth/housekeeping.ts';
 import { registerPasswordHashing } from './auth/password-hashing.ts';
 import { registerResetPasswordPage } from './auth/reset-password-page.ts';
+import { resolveJwtSecret } from './auth/service-secret.ts';
 import { createSessionRevocations } from './auth/session-revocations.ts';
 import { createSignInThrottle } from './auth/sign-in-throttle.ts';
-import { resolveJwtSecret } from './auth/signing-key.ts';
+import { SigningKeys } from './auth/signing-keys.ts';
 import { registerVerifyEmailPage } from './auth/verify-email-page.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
@@ -20,6 +20,7 @@ import { registerContractDocs, registerContractRoutes } from './contract-routes.
 import { corsHeaders, registerCors } from './cors.ts';
 import type { DatabaseHandle } from './db/database.ts';
 import { NotificationListener } from './db/notification-listener.ts';
+import { legacyTokensSince } from './db/repositories/signing-keys.ts';
 import { createEmbeddingsService } from './embeddings/embeddings-service.ts';
 import { errorHandler, notFoundHandler, toErrorResponse } from './errors.ts';
 import { clientErrorHandler, serverFactory } from './http-server.ts';
@@ -129,8 +130,10 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   const db = deps.database.db;
   const clock = deps.clock ?? systemClock;
   const secret = await resolveJwtSecret(config, db);
+  const keys = deriveKeys(secret);
   await app.register(fastifyCookie);
-  await app.register(fastifyJwt, jwtOptions(secret, config.accessTokenTtlSeconds));
+  // Set by bearerAuth on the requests of operations that need a session.
+  app.decorateRequest('user', null as unknown as AccessTokenClaims);
 
   // The process's one LISTEN connection (PostgreSQL), for the session revocations and the realtime
   // policies, and its one fallback poll while it cannot listen. Its subscribers come in before it starts.
@@ -152,21 +155,42 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   app.addHook('onClose', () => revocations.close());
   const realtimePolicies = new PolicyCache(db, notifications, app.log);
   app.addHook('onClose', () => realtimePolicies.close());
+  const signingKeys = new SigningKeys({
+    db,
+    issuer: config.publicUrl.replace(/\/+$/, ''),
+    sealingKey: keys.signingKeys,
+    notifications,
+    log: app.log,
+    now: () => clock.now(),
+  });
+  app.addHook('onClose', () => signingKeys.close());
   await notifications.start();
   await revocations.start();
   await realtimePolicies.start();
+  await signingKeys.start();
+  const legacySince = await legacyTokensSince(db);
+  const accessTokens = new AccessTokens({
+    keys: signingKeys,
+    ttlSeconds: config.accessTokenTtlSeconds,
+    legacy: {
+      secret,
+      acceptedUntil:
+        legacySince === undefined ? undefined : legacySince.getTime() + config.accessTokenTtlSeconds * 1000,
+    },
+    now: () => clock.now().getTime(),
+  });
+  app.decorate('accessTokens', accessTokens);
 
   const redis = await connectRedis(config, app.log);
   if (redis !== undefined) app.addHook('onClose', () => closeRedis(redis));
   const mailer = createMailer(config, app.log);
-  const keys = deriveKeys(secret);
   const auth = createAuthService({
     db,
     config,
     clock,
     mailer,
     keys,
-    signAccessToken: (claims) => app.jwt.sign(claims),
+    signAccessToken: (claims) => accessTokens.sign(claims),
     revocations,
     signInThrottle: createSignInThrottle({
       redis,
@@ -216,6 +240,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     embeddings,
     realtimePolicies,
     realtime,
+    signingKeys,
     redis,
     metrics,
     startedAt: Date.now(),

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { AuthService } from './auth/auth-service.ts';
+import type { SigningKeys } from './auth/signing-keys.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { DatabaseKind } from './db/database.ts';
@@ -20,6 +21,8 @@ export interface AppContext {
   embeddings: EmbeddingsService;
   realtimePolicies: PolicyCache;
   realtime: RealtimeServer;
+  /** The keys that sign access tokens. */
+  signingKeys: SigningKeys;
   /** The shared Redis client (rate limits, sign-in throttle); undefined without REDIS_URL. */
   redis: Redis | undefined;
   /** null when metrics are off. */

@@ -7,7 +7,7 @@ import t, { type Test } from 'tap';
 import type { Env } from '../src/config.ts';
 import { buildAuthTestApp, type ClientType, newEmail, PASSWORD, refreshCookies } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
-import { accessClaims, forgeJwt } from './helpers/tokens.ts';
+import { accessClaims, currentSigningKey, forgeJwt } from './helpers/tokens.ts';
 
 interface Session {
   accessToken: string;
@@ -129,7 +129,7 @@ t.test('logout by refresh_token', async (t) => {
 });
 
 t.test('logout with only a Bearer access token ends that session, everywhere', async (t) => {
-  const { app, verifiedAccount, session, call, bearer, current } = await setup(t);
+  const { app, config, database, verifiedAccount, session, call, bearer, current } = await setup(t);
   const email = await verifiedAccount('logout-bearer');
 
   for (const client of ['mobile', 'desktop', 'web'] as const) {
@@ -196,7 +196,8 @@ t.test('logout with only a Bearer access token ends that session, everywhere', a
     const foreign = forgeJwt('another-secret-another-secret-another!', accessClaims());
     assertErrorBody(t, await call('logout', { headers: bearer(foreign) }), 401, 'AUTH_UNAUTHORIZED');
     const now = Math.floor(Date.now() / 1000);
-    const expired = app.jwt.sign({ ...accessClaims(now - 3600), exp: now - 60 } as never);
+    const key = await currentSigningKey(config, database.handle.db);
+    const expired = forgeJwt(key, { ...accessClaims(now - 3600), exp: now - 60 });
     assertErrorBody(t, await call('logout', { headers: bearer(expired) }), 401, 'AUTH_UNAUTHORIZED');
   });
 

@@ -2,8 +2,7 @@
 // the current session, and the claims of access tokens.
 import { randomBytes } from 'node:crypto';
 import t, { type Test } from 'tap';
-import { TOKEN_AUDIENCE, TOKEN_ISSUER } from '../src/auth/access-token.ts';
-import { resolveJwtSecret } from '../src/auth/signing-key.ts';
+import { TOKEN_AUDIENCE } from '../src/auth/access-token.ts';
 import type { Env } from '../src/config.ts';
 import {
   buildAuthTestApp,
@@ -16,7 +15,7 @@ import {
   toSession,
 } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
-import { accessClaims, forgeJwt } from './helpers/tokens.ts';
+import { accessClaims, currentSigningKey, forgeJwt, TEST_ISSUER } from './helpers/tokens.ts';
 
 async function setup(t: Test, env: Env = {}) {
   const built = await buildAuthTestApp(t, { env, label: 'sessions' });
@@ -140,7 +139,6 @@ t.test('missing, unknown or garbage refresh tokens get 401 REFRESH_TOKEN_INVALID
     ['no refresh token', null],
     ['garbage', 'garbage'],
     ['a random token', randomBytes(32).toString('base64url')],
-    ['an access token', s.accessToken],
     [
       'the refresh token with a changed character',
       `${s.refreshToken?.slice(0, -1)}${s.refreshToken?.endsWith('A') ? 'B' : 'A'}`,
@@ -152,6 +150,10 @@ t.test('missing, unknown or garbage refresh tokens get 401 REFRESH_TOKEN_INVALID
       assertErrorBody(t, res, 401, 'REFRESH_TOKEN_INVALID');
     });
   }
+  // An access token (an ES256 JWS, longer than any refresh token's 512-character limit) is refused
+  // for its shape.
+  t.ok(s.accessToken.length > 512, 'an access token is longer than a refresh token may be');
+  assertErrorBody(t, await bodyCall('refresh', s.accessToken), 400, 'INVALID_INPUT');
   t.equal((await bodyCall('refresh', s.refreshToken)).statusCode, 200, 'control: the real token refreshes');
 });
 
@@ -251,7 +253,7 @@ t.test('GET /api/auth/sessions/current', async (t) => {
   });
 
   t.test('an expired token of a real user: 401 AUTH_UNAUTHORIZED', async (t) => {
-    const secret = await resolveJwtSecret(config, database.handle.db);
+    const secret = await currentSigningKey(config, database.handle.db);
     const claims = decodeClaims(s.accessToken);
     const now = Math.floor(Date.now() / 1000);
     const live = forgeJwt(secret, accessClaims(now, { sub: s.user.id, email: s.user.email, sid: claims.sid }));
@@ -319,16 +321,21 @@ t.test('access-token claims', async (t) => {
   t.equal(claims.role, 'user', "role 'user' for a normal account");
   t.ok(typeof claims.sid === 'string' && claims.sid.length > 0, 'sid names the session');
   t.equal(claims.token_use, 'access', "token_use 'access'");
-  t.equal(claims.iss, TOKEN_ISSUER, 'iss');
+  t.equal(claims.iss, TEST_ISSUER, 'iss: the public URL');
   t.equal(claims.aud, TOKEN_AUDIENCE, 'aud');
   t.type(claims.iat, 'number');
   t.type(claims.exp, 'number');
   t.equal((claims.exp as number) - (claims.iat as number), 900, 'exp - iat = 900');
   t.ok(Math.abs((claims.iat as number) - now) <= 60, 'iat is now');
+  const header = JSON.parse(Buffer.from(s.accessToken.split('.')[0] as string, 'base64url').toString());
+  t.equal(header.alg, 'ES256', 'signed with the ES256 key of a fresh deployment');
+  t.match(header.kid, /^[A-Za-z0-9_-]{22}$/, 'the header names the key');
+  t.match(claims.jti, /^[A-Za-z0-9_-]{22}$/, 'jti');
 
   const refreshed = await bodyCall('refresh', s.refreshToken);
   t.equal(refreshed.statusCode, 200);
   const after = decodeClaims(refreshed.json().accessToken);
+  t.not(after.jti, claims.jti, 'every token has its own jti, even in the same second');
   t.equal(after.sid, claims.sid, 'a refresh keeps the session id');
   t.equal(after.sub, claims.sub, 'and the subject');
   const another = decodeClaims((await session(email, 'mobile')).accessToken);

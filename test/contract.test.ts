@@ -1,16 +1,16 @@
-import { randomUUID } from 'node:crypto';
+import { createPublicKey, randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { InjectOptions } from 'fastify';
 import t from 'tap';
 import { errorCodes, type OperationId, operationIds, operations } from '../generated/contract.ts';
-import { resolveJwtSecret } from '../src/auth/signing-key.ts';
+import { resolveJwtSecret } from '../src/auth/service-secret.ts';
 import type { AppContext } from '../src/context.ts';
 import { createServiceHandlers } from '../src/handlers/index.ts';
 import { specDocument } from '../src/spec.ts';
 import { buildTestApp } from './helpers/app.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
-import { accessClaims, accessTokenFor, forgeJwt } from './helpers/tokens.ts';
+import { accessClaims, accessTokenFor, currentSigningKey, forgeJwt } from './helpers/tokens.ts';
 
 type SpecOperation = {
   parameters?: Array<{ $ref?: string; in?: string; name?: string; schema?: { maxLength?: number } }>;
@@ -57,7 +57,8 @@ t.test("every error code the code can produce is in the spec's ErrorCode enum", 
 function malformedRequest(id: OperationId, token: string): InjectOptions | undefined {
   const { method, secured } = operations[id];
   // Path parameters are filled with something their schema refuses (each is a UUID).
-  const path = operations[id].path.replace(/\{\w+\}/g, 'not-a-uuid');
+  // A kid may be any 1 to 64 of [A-Za-z0-9_-] (not-a-uuid is one): it gets a space instead.
+  const path = operations[id].path.replace('{kid}', 'not%20a%20kid').replace(/\{\w+\}/g, 'not-a-uuid');
   const op = specOperation(id);
   const headers: Record<string, string> = secured ? { authorization: `Bearer ${token}` } : {};
   // A query parameter with a length limit (the OAuth callback's, whose provider name any
@@ -103,10 +104,23 @@ t.test('a malformed request to each operation that takes input gets 400 in the E
   }
   t.same(
     withoutInput.sort(),
-    ['getCurrentSession', 'getHealth', 'getMetrics', 'getRealtimePermissions', 'listRealtimeChannels'],
+    [
+      'getCurrentSession',
+      'getHealth',
+      'getJwks',
+      'getMetrics',
+      'getOpenIdConfiguration',
+      'getRealtimePermissions',
+      'listRealtimeChannels',
+      'listSigningKeys',
+      'rotateSigningKeys',
+    ],
     'only operations with no parameters and no body are exempt',
   );
 });
+
+const publicPemOf = (privatePem: string) =>
+  createPublicKey(privatePem).export({ type: 'spki', format: 'pem' }) as string;
 
 t.test('secured operations refuse a missing, malformed, foreign-key or refresh-typed token', async (t) => {
   const { app, config, database } = await buildTestApp(t);
@@ -131,16 +145,39 @@ t.test('secured operations refuse a missing, malformed, foreign-key or refresh-t
       'deleteRealtimeChannel',
       'publishRealtimeMessage',
       'listRealtimeMessages',
+      'listSigningKeys',
+      'createSigningKey',
+      'rotateSigningKeys',
+      'revokeSigningKey',
     ].sort(),
   );
-  const secret = await resolveJwtSecret(config, database.handle.db);
+  const jwtSecret = await resolveJwtSecret(config, database.handle.db);
+  const secret = await currentSigningKey(config, database.handle.db);
   const now = Math.floor(Date.now() / 1000);
+  const { privatePem } = secret;
   const tokens: Array<[string, string | undefined, string]> = [
     ['missing', undefined, 'UNAUTHORIZED'],
     ['not a JWT', 'Bearer not-a-token', 'AUTH_UNAUTHORIZED'],
     ['alg none', `Bearer ${forgeJwt(null, accessClaims(now), 'none')}`, 'AUTH_UNAUTHORIZED'],
     ['signed with another key', `Bearer ${forgeJwt('x'.repeat(32), accessClaims(now))}`, 'AUTH_UNAUTHORIZED'],
-    ['HS512 with the right key', `Bearer ${forgeJwt(secret, accessClaims(now), 'HS512')}`, 'AUTH_UNAUTHORIZED'],
+    // A fresh deployment never accepts HS256, even signed with JWT_SECRET itself.
+    ['HS256 with JWT_SECRET', `Bearer ${forgeJwt(jwtSecret, accessClaims(now))}`, 'AUTH_UNAUTHORIZED'],
+    ['HS512 with JWT_SECRET', `Bearer ${forgeJwt(jwtSecret, accessClaims(now), 'HS512')}`, 'AUTH_UNAUTHORIZED'],
+    [
+      'the right key under an unknown kid',
+      `Bearer ${forgeJwt({ ...secret, kid: 'unknown' }, accessClaims(now))}`,
+      'AUTH_UNAUTHORIZED',
+    ],
+    [
+      'the right key without a kid',
+      `Bearer ${forgeJwt({ ...secret, kid: '' }, accessClaims(now))}`,
+      'AUTH_UNAUTHORIZED',
+    ],
+    [
+      'the public key as an HMAC secret (algorithm confusion)',
+      `Bearer ${forgeJwt(publicPemOf(privatePem), accessClaims(now))}`,
+      'AUTH_UNAUTHORIZED',
+    ],
     [
       'refresh token as access token',
       `Bearer ${forgeJwt(secret, accessClaims(now, { token_use: 'refresh' }))}`,

@@ -2,6 +2,7 @@ import t from 'tap';
 import { localEmbedding } from '../src/embeddings/local-model.ts';
 import { LOCAL_MODEL, LOCAL_MODEL_DIMENSIONS } from '../src/embeddings/models.ts';
 import { buildTestApp } from './helpers/app.ts';
+import { decodeClaims } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 import { assertMatchesSchema } from './helpers/spec-schema.ts';
 import { accessTokenFor } from './helpers/tokens.ts';
@@ -212,7 +213,7 @@ t.test('the local model on a fresh app with no embeddings configuration', async 
 
   t.test('successful calls are recorded for accounting', async (t) => {
     const token = accessTokenFor(app);
-    const user = (app.jwt.decode(token) as { sub: string }).sub;
+    const user = String(decodeClaims(token).sub);
     const res = await app.inject({
       method: 'POST',
       url: '/api/ai/embeddings',

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import t, { type Test } from 'tap';
 import { buildAppCapturingLogs, buildTestApp } from './helpers/app.ts';
+import { decodeClaims } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 import {
   FAKE_NATIVE_DIMENSIONS,
@@ -540,8 +541,8 @@ t.test('POST /api/ai/embeddings through an OpenAI-compatible upstream', async (t
     fake.reset();
     const spender = accessTokenFor(app);
     const failer = accessTokenFor(app);
-    const spenderId = (app.jwt.decode(spender) as { sub: string }).sub;
-    const failerId = (app.jwt.decode(failer) as { sub: string }).sub;
+    const spenderId = String(decodeClaims(spender).sub);
+    const failerId = String(decodeClaims(failer).sub);
 
     // The failure first: had it been recorded, it would be written with (or before) the successes.
     fake.enqueue({ status: 400 });

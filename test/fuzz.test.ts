@@ -69,7 +69,7 @@ import {
 } from './helpers/spec-arbitraries.ts';
 import { PROPERTY_MODELS, propertyAppEnv, propertyRunSettings, startOutsideParts } from './helpers/spec-properties.ts';
 import { specValidator } from './helpers/spec-schema.ts';
-import { forgeJwt } from './helpers/tokens.ts';
+import { currentSigningKey, forgeJwt, type StolenKey } from './helpers/tokens.ts';
 import { startWatchdog, type Watchdog } from './helpers/watchdog.ts';
 
 const { runs: RUNS, seed: SEED, only: ONLY, replayPath: REPLAY_PATH } = propertyRunSettings('FUZZ', 500);
@@ -114,6 +114,8 @@ interface Target {
   name: string;
   app: FastifyInstance;
   db: Kysely<Database>;
+  /** The app's current signing key, to sign made-up claims the app accepts. */
+  signingKey: StolenKey;
   port: number;
   smtp: SmtpCapture;
   tokens: { user: Pool<string>; admin: Pool<string> };
@@ -130,11 +132,12 @@ interface Target {
 
 function tokenSource(target: Target): TokenSource {
   return {
-    secret: JWT_SECRET,
+    key: target.signingKey,
+    jwtSecret: JWT_SECRET,
     otherKey: OTHER_KEY,
     sessionToken: (role, pick) => target.tokens[role].pick(pick),
     refreshToken: (pick) => target.refreshTokens.pick(pick),
-    sign: (claims) => target.app.jwt.sign(claims as never),
+    sign: (claims) => target.app.accessTokens.sign(claims as never),
   };
 }
 
@@ -255,7 +258,7 @@ async function startTarget(
   oauth: OAuthFixtures,
 ): Promise<Target> {
   const smtp = await startSmtpCapture();
-  const { app, database } = await buildTestApp(t, {
+  const { app, config, database } = await buildTestApp(t, {
     env: {
       JWT_SECRET,
       SMTP_URL: smtp.url,
@@ -271,6 +274,7 @@ async function startTarget(
     name,
     app,
     db: database.handle.db,
+    signingKey: await currentSigningKey(config, database.handle.db),
     port: (app.server.address() as AddressInfo).port,
     smtp,
     tokens: { user: new Pool(), admin: new Pool() },
@@ -1058,7 +1062,7 @@ async function regressions(t: Test, target: Target): Promise<void> {
     ] as const) {
       const res = await target.app.inject({
         url: '/api/auth/sessions/current',
-        headers: { authorization: `Bearer ${forgeJwt(JWT_SECRET, changed)}` },
+        headers: { authorization: `Bearer ${forgeJwt(target.signingKey, changed)}` },
       });
       t.equal(res.statusCode, 401, `${what}: ${res.body}`);
     }

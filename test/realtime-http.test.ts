@@ -10,7 +10,7 @@ const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
 /** A user's token with a known id (the default policies compare sender_id with it). */
 function userToken(app: FastifyInstance, sub = randomUUID()): { sub: string; headers: Record<string, string> } {
-  const token = app.jwt.sign({
+  const token = app.accessTokens.sign({
     sub,
     email: 'someone@example.com',
     role: 'user',

@@ -7,7 +7,6 @@ import { runInNewContext } from 'node:vm';
 import type { FastifyInstance } from 'fastify';
 import { type Kysely, type RawBuilder, sql } from 'kysely';
 import t, { type Test } from 'tap';
-import { resolveJwtSecret } from '../src/auth/signing-key.ts';
 import type { Env } from '../src/config.ts';
 import type { Database } from '../src/db/schema.ts';
 import { deleteExpiredMessages } from '../src/realtime/retention.ts';
@@ -33,7 +32,7 @@ import {
   waitForCount,
   waitUntil,
 } from './helpers/realtime-client.ts';
-import { accessClaims, accessTokenFor, forgeJwt } from './helpers/tokens.ts';
+import { accessClaims, accessTokenFor, currentSigningKey, forgeJwt, type StolenKey } from './helpers/tokens.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** How long "nothing arrives" is watched, once a control subscriber has received what was sent. */
@@ -53,7 +52,8 @@ const UNLIMITED_PUBLISHING: Env = { REALTIME_PUBLISH_RATE: '1000000' };
 interface RealtimeApp {
   app: FastifyInstance;
   db: Kysely<Database>;
-  secret: string;
+  /** The app's current signing key, to sign tokens with exactly the claims a test needs. */
+  secret: StolenKey;
 }
 
 /** A test app that listens on a free port, with CHANNELS in realtime.channels. */
@@ -62,7 +62,7 @@ async function listeningApp(t: Test, env: Env = {}): Promise<RealtimeApp> {
   await app.listen({ port: 0, host: '127.0.0.1' });
   const db = database.handle.db;
   await db.insertInto('realtime.channels').values(CHANNELS).execute();
-  return { app, db, secret: await resolveJwtSecret(config, db) };
+  return { app, db, secret: await currentSigningKey(config, db) };
 }
 
 interface Member {

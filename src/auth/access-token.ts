@@ -1,15 +1,19 @@
-import type { FastifyJWTOptions } from '@fastify/jwt';
+import { randomBytes } from 'node:crypto';
+import { createDecoder, createSigner, createVerifier } from 'fast-jwt';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.ts';
 import type { SessionRevocations } from './session-revocations.ts';
+import type { SigningKeys } from './signing-keys.ts';
 import { VerifiedTokenCache } from './verified-token-cache.ts';
 
-export const TOKEN_ISSUER = 'accounts-service';
+/** The `aud` of every access token. */
 export const TOKEN_AUDIENCE = 'accounts-service:api';
+/** The `iss` of the HS256 tokens of the versions before signing keys (see LegacyTokens). */
+export const LEGACY_TOKEN_ISSUER = 'accounts-service';
 /** The token-use claim value of access tokens; anything else (a refresh token, say) is refused as a Bearer token. */
 export const ACCESS_TOKEN_USE = 'access';
 
-/** The claims of an access token, as signed and as verified. */
+/** The claims of an access token, as signed and as verified (the schema AccessTokenClaims). */
 export interface AccessTokenClaims {
   sub: string;
   email: string;
@@ -20,19 +24,22 @@ export interface AccessTokenClaims {
   aud?: string;
   iat?: number;
   exp?: number;
+  jti?: string;
 }
 
-declare module '@fastify/jwt' {
-  interface FastifyJWT {
-    payload: AccessTokenClaims;
-    user: AccessTokenClaims;
-  }
-}
+/** What the service puts in a token; the rest (iss, aud, iat, exp, jti) is added when it is signed. */
+export type AccessTokenSubject = Omit<AccessTokenClaims, 'iss' | 'aud' | 'iat' | 'exp' | 'jti'>;
 
 declare module 'fastify' {
   interface FastifyInstance {
     /** The sessions ended before their access tokens expire (buildApp decorates the app with them). */
     sessionRevocations: SessionRevocations;
+    /** Signs and verifies access tokens (buildApp decorates the app with them). */
+    accessTokens: AccessTokens;
+  }
+  interface FastifyRequest {
+    /** The verified claims of the request's access token (set by bearerAuth). */
+    user: AccessTokenClaims;
   }
 }
 
@@ -54,22 +61,6 @@ export class AccessTokenRefused extends ApiError {
     );
     this.reason = reason;
   }
-}
-
-/** @fastify/jwt options: HS256 only, on both signing and verifying, with issuer and audience checked. */
-export function jwtOptions(secret: string, accessTokenTtlSeconds: number): FastifyJWTOptions {
-  return {
-    secret,
-    sign: { algorithm: 'HS256', iss: TOKEN_ISSUER, aud: TOKEN_AUDIENCE, expiresIn: accessTokenTtlSeconds },
-    verify: {
-      algorithms: ['HS256'],
-      allowedIss: TOKEN_ISSUER,
-      allowedAud: TOKEN_AUDIENCE,
-      // allowedIss and allowedAud only check the claims when present: they must be required too,
-      // or a token signed with the key but without iss or aud would pass as an access token.
-      requiredClaims: ['sub', 'sid', 'role', 'token_use', 'iss', 'aud', 'iat', 'exp'],
-    },
-  };
 }
 
 const MAX_AUTHORIZATION_LENGTH = 4096;
@@ -95,6 +86,129 @@ function hasAccessTokenClaims(verified: AccessTokenClaims): boolean {
   );
 }
 
+/**
+ * The HS256 tokens of the versions before signing keys: accepted only where migration 0020 found
+ * open sessions, and only until one access-token lifetime after it ran (by this instance's clock,
+ * never by the token's `iat`).
+ */
+export interface LegacyTokens {
+  secret: string;
+  /** Milliseconds since the epoch; undefined when HS256 is never accepted (a fresh deployment). */
+  acceptedUntil: number | undefined;
+}
+
+export interface AccessTokensOptions {
+  /** The keys, and the issuer whose they are (the `iss` of every token). */
+  keys: SigningKeys;
+  ttlSeconds: number;
+  legacy: LegacyTokens;
+  /** Milliseconds since the epoch, for the legacy window (the app's clock). */
+  now: () => number;
+}
+
+const CLAIMS_REQUIRED = ['sub', 'sid', 'role', 'token_use', 'iss', 'aud', 'iat', 'exp'];
+
+/**
+ * Signs access tokens with the current signing key (its kid in the header, a fresh `jti` in each)
+ * and verifies them with the key their kid names, while it is not revoked. Verified tokens are
+ * remembered (VerifiedTokenCache) so that a client's token is checked once, not on every request;
+ * every change of the keys empties that memory, so a revoked key's tokens are refused at once.
+ */
+export class AccessTokens {
+  readonly #options: AccessTokensOptions;
+  readonly #decode = createDecoder({ complete: true });
+  readonly #verified = new VerifiedTokenCache<AccessTokenClaims>();
+  #signer: { kid: string; sign: (payload: object) => string } | undefined;
+  readonly #verifiers = new Map<string, (token: string) => AccessTokenClaims>();
+  #legacyVerifier: ((token: string) => AccessTokenClaims) | undefined;
+
+  constructor(options: AccessTokensOptions) {
+    this.#options = options;
+    options.keys.onChange(() => {
+      this.#verified.clear();
+      this.#verifiers.clear();
+    });
+  }
+
+  sign(subject: AccessTokenSubject): string {
+    const key = this.#options.keys.current();
+    if (this.#signer?.kid !== key.kid) {
+      const signer = createSigner({
+        key: key.privatePem,
+        algorithm: key.alg,
+        kid: key.kid,
+        iss: this.#options.keys.issuer,
+        aud: TOKEN_AUDIENCE,
+        expiresIn: this.#options.ttlSeconds * 1000,
+      });
+      this.#signer = { kid: key.kid, sign: (payload) => signer(payload) };
+    }
+    return this.#signer.sign({ ...subject, jti: randomBytes(16).toString('base64url') });
+  }
+
+  /**
+   * The claims of a valid access token, or AccessTokenRefused. Does not check the session (see
+   * bearerAuth and verifyAccessToken).
+   */
+  verify(token: string): Readonly<AccessTokenClaims> {
+    const now = Date.now();
+    const known = this.#verified.get(token, now);
+    if (known !== undefined) return known;
+    let decoded: { header: Record<string, unknown> };
+    try {
+      decoded = this.#decode(token) as { header: Record<string, unknown> };
+    } catch {
+      throw new AccessTokenRefused('invalid');
+    }
+    const { alg, kid } = decoded.header as { alg?: unknown; kid?: unknown };
+    const legacy = alg === 'HS256';
+    const verify = legacy ? this.#legacy() : typeof kid === 'string' ? this.#verifierFor(kid, alg) : undefined;
+    if (verify === undefined) throw new AccessTokenRefused('invalid');
+    let claims: AccessTokenClaims;
+    try {
+      claims = verify(token);
+    } catch (err) {
+      throw new AccessTokenRefused((err as { code?: string }).code === 'FAST_JWT_EXPIRED' ? 'expired' : 'invalid');
+    }
+    if (!hasAccessTokenClaims(claims)) throw new AccessTokenRefused('invalid');
+    this.#verified.set(token, claims, now, legacy ? this.#options.legacy.acceptedUntil : undefined);
+    return claims;
+  }
+
+  #verifierFor(kid: string, alg: unknown): ((token: string) => AccessTokenClaims) | undefined {
+    const key = this.#options.keys.verifying(kid);
+    if (key === undefined || key.alg !== alg) return undefined;
+    let verifier = this.#verifiers.get(kid);
+    if (verifier === undefined) {
+      verifier = createVerifier({
+        key: key.publicPem,
+        algorithms: [key.alg],
+        allowedIss: this.#options.keys.issuer,
+        allowedAud: TOKEN_AUDIENCE,
+        // allowedIss and allowedAud only check the claims when present: they must be required too,
+        // or a token signed with the key but without iss or aud would pass as an access token.
+        requiredClaims: CLAIMS_REQUIRED,
+      }) as (token: string) => AccessTokenClaims;
+      this.#verifiers.set(kid, verifier);
+    }
+    return verifier;
+  }
+
+  /** The HS256 verifier while the legacy window is open, else undefined. */
+  #legacy(): ((token: string) => AccessTokenClaims) | undefined {
+    const until = this.#options.legacy.acceptedUntil;
+    if (until === undefined || this.#options.now() >= until) return undefined;
+    this.#legacyVerifier ??= createVerifier({
+      key: this.#options.legacy.secret,
+      algorithms: ['HS256'],
+      allowedIss: LEGACY_TOKEN_ISSUER,
+      allowedAud: TOKEN_AUDIENCE,
+      requiredClaims: CLAIMS_REQUIRED,
+    }) as (token: string) => AccessTokenClaims;
+    return this.#legacyVerifier;
+  }
+}
+
 /** The `bearerAuth` security scheme: a valid, unexpired access token of a session still open, or 401. */
 export async function bearerAuth(request: FastifyRequest): Promise<void> {
   const header = request.headers.authorization;
@@ -102,58 +216,17 @@ export async function bearerAuth(request: FastifyRequest): Promise<void> {
   if (header === undefined || header.length > MAX_AUTHORIZATION_LENGTH || !/^Bearer [^\s]+$/i.test(header)) {
     throw new ApiError('UNAUTHORIZED', 'A Bearer access token is required in the Authorization header');
   }
-  const token = header.slice('Bearer '.length);
-  const cache = verifiedTokensOf(request.server);
-  const known = cache.get(token, Date.now());
-  if (known !== undefined) {
-    // Checked after the cache: a token verified before its session ended is refused all the same.
-    if (request.server.sessionRevocations.isRevoked(known.sid)) throw sessionRevoked();
-    request.user = known;
-    return;
-  }
-  try {
-    await request.jwtVerify();
-  } catch (err) {
-    const expired = (err as { code?: string }).code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED';
-    throw new AccessTokenRefused(expired ? 'expired' : 'invalid');
-  }
-  if (!hasAccessTokenClaims(request.user)) throw new AccessTokenRefused('invalid');
-  cache.set(token, request.user, Date.now());
-  if (request.server.sessionRevocations.isRevoked(request.user.sid)) throw sessionRevoked();
+  request.user = verifyAccessToken(request.server, header.slice('Bearer '.length));
 }
 
 /**
- * Verifies an access token given outside an Authorization header (a socket's handshake): the same
- * checks as bearerAuth (its session included), the same 401 errors.
+ * Verifies an access token (from a request's Authorization header, or a socket's handshake): the
+ * token itself, then its session (a token verified before its session ended is refused all the
+ * same); 401 errors.
  */
 export function verifyAccessToken(app: FastifyInstance, token: string): AccessTokenClaims {
   if (token.length > MAX_AUTHORIZATION_LENGTH) throw new AccessTokenRefused('invalid');
-  const cache = verifiedTokensOf(app);
-  const known = cache.get(token, Date.now());
-  if (known !== undefined) {
-    if (app.sessionRevocations.isRevoked(known.sid)) throw sessionRevoked();
-    return known;
-  }
-  let claims: AccessTokenClaims;
-  try {
-    claims = app.jwt.verify<AccessTokenClaims>(token);
-  } catch (err) {
-    // app.jwt.verify throws the verifier's own error (fast-jwt's), not the request decorator's.
-    throw new AccessTokenRefused((err as { code?: string }).code === 'FAST_JWT_EXPIRED' ? 'expired' : 'invalid');
-  }
-  if (!hasAccessTokenClaims(claims)) throw new AccessTokenRefused('invalid');
-  cache.set(token, claims, Date.now());
+  const claims = app.accessTokens.verify(token);
   if (app.sessionRevocations.isRevoked(claims.sid)) throw sessionRevoked();
-  return claims;
-}
-
-// One cache per app: a token is only known to the app (and signing key) that verified it.
-const verifiedTokens = new WeakMap<FastifyInstance, VerifiedTokenCache<AccessTokenClaims>>();
-function verifiedTokensOf(app: FastifyInstance): VerifiedTokenCache<AccessTokenClaims> {
-  let cache = verifiedTokens.get(app);
-  if (cache === undefined) {
-    cache = new VerifiedTokenCache();
-    verifiedTokens.set(app, cache);
-  }
-  return cache;
+  return claims as AccessTokenClaims;
 }

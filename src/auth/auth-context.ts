@@ -7,7 +7,7 @@ import * as addressLimits from '../db/repositories/address-limits.ts';
 import type { ClientType, Database, Executor } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import type { Mailer } from '../mail/mailer.ts';
-import type { AccessTokenClaims } from './access-token.ts';
+import type { AccessTokenSubject } from './access-token.ts';
 import type { DerivedKeys } from './crypto.ts';
 import { deviceAccount, deviceSignals, knownDevice } from './known-device.ts';
 import type { SignInThrottle } from './sign-in-throttle.ts';
@@ -53,7 +53,7 @@ export interface AuthDeps {
   clock: Clock;
   mailer: Mailer;
   keys: DerivedKeys;
-  signAccessToken(claims: Omit<AccessTokenClaims, 'iss' | 'aud' | 'iat' | 'exp'>): string;
+  signAccessToken(claims: AccessTokenSubject): string;
   /** Where revocations made here are recorded at once (other instances learn of them by notification). */
   revocations: { add(sessionIds: readonly string[]): void };
   /** Per-address back-off after failed sign-ins. */

@@ -1,4 +1,14 @@
-import { createHash, createHmac, hkdfSync, randomBytes, randomInt, scrypt, timingSafeEqual } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createHmac,
+  hkdfSync,
+  randomBytes,
+  randomInt,
+  scrypt,
+  timingSafeEqual,
+} from 'node:crypto';
 import { queuedHash } from './password-hashing.ts';
 
 /** Keys derived from the one server secret, one per purpose, so that no value can pass for another. */
@@ -11,6 +21,8 @@ export interface DerivedKeys {
   endUser: Buffer;
   /** Signs known-device signals (the device cookie and token, known-device.ts). */
   device: Buffer;
+  /** Seals the private halves of the signing keys at rest (signing-keys.ts). */
+  signingKeys: Buffer;
 }
 
 export function deriveKeys(secret: string): DerivedKeys {
@@ -21,7 +33,33 @@ export function deriveKeys(secret: string): DerivedKeys {
     refresh: derive('refresh-token'),
     endUser: derive('embeddings-end-user'),
     device: derive('known-device'),
+    signingKeys: derive('signing-key-sealing'),
   };
+}
+
+const SEALED_PREFIX = 'v1.';
+
+/**
+ * Encrypts a secret for storage (AES-256-GCM, a random 96-bit IV): `v1.` and base64url of IV, tag
+ * and ciphertext. `context` (a key id) is authenticated with it, so that a sealed value moved to
+ * another row does not open.
+ */
+export function seal(key: Buffer, plaintext: string, context: string): string {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  cipher.setAAD(Buffer.from(context));
+  const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+  return SEALED_PREFIX + Buffer.concat([iv, cipher.getAuthTag(), body]).toString('base64url');
+}
+
+/** The secret `seal` sealed under the same key and context; throws when either differs or the value was altered. */
+export function unseal(key: Buffer, sealed: string, context: string): string {
+  if (!sealed.startsWith(SEALED_PREFIX)) throw new Error('not a sealed value');
+  const raw = Buffer.from(sealed.slice(SEALED_PREFIX.length), 'base64url');
+  const decipher = createDecipheriv('aes-256-gcm', key, raw.subarray(0, 12));
+  decipher.setAAD(Buffer.from(context));
+  decipher.setAuthTag(raw.subarray(12, 28));
+  return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
 }
 
 /** A 6-digit code from the CSPRNG, leading zeros kept. */

@@ -25,14 +25,20 @@ export class VerifiedTokenCache<Claims extends { exp?: number }> {
     return entry.claims;
   }
 
-  set(token: string, claims: Claims, now: number): void {
+  /** Keeps `claims` until their `exp`, at most maxAgeMs, and never past `until` (ms) when given. */
+  set(token: string, claims: Claims, now: number, until = Number.POSITIVE_INFINITY): void {
     if (claims.exp === undefined) return;
-    const expiresAt = Math.min(claims.exp * 1000, now + this.#maxAgeMs);
+    const expiresAt = Math.min(claims.exp * 1000, now + this.#maxAgeMs, until);
     if (expiresAt <= now) return;
     if (this.#entries.size >= this.#maxEntries) {
       const oldest = this.#entries.keys().next().value;
       if (oldest !== undefined) this.#entries.delete(oldest);
     }
     this.#entries.set(token, { claims: Object.freeze({ ...claims }), expiresAt });
+  }
+
+  /** Forgets every token (the keys changed). */
+  clear(): void {
+    this.#entries.clear();
   }
 }

@@ -19,6 +19,7 @@ import * as m0016 from './migrations/0016_known_device_emails.ts';
 import * as m0017 from './migrations/0017_id_token_uses.ts';
 import * as m0018 from './migrations/0018_code_attempt_misses.ts';
 import * as m0019 from './migrations/0019_one_time_codes.ts';
+import * as m0020 from './migrations/0020_signing_keys.ts';
 import { applyRepeatableSql } from './repeatable-sql.ts';
 import type { Database } from './schema.ts';
 
@@ -43,6 +44,7 @@ export const migrations: Record<string, Migration> = {
   '0017_id_token_uses': m0017,
   '0018_code_attempt_misses': m0018,
   '0019_one_time_codes': m0019,
+  '0020_signing_keys': m0020,
 };
 
 /**

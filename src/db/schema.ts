@@ -208,7 +208,21 @@ export interface RealtimeMessagesTable {
   created_at: ColumnType<Date, Date | undefined, never>;
 }
 
+/** signing_keys: the keys that sign access tokens (src/auth/signing-keys.ts). */
+export interface SigningKeysTable {
+  kid: string;
+  alg: 'ES256' | 'RS256' | 'EdDSA';
+  status: 'standby' | 'current' | 'previous' | 'revoked';
+  public_jwk: ColumnType<Record<string, string>, string, never>;
+  private_key_sealed: ColumnType<string, string, never>;
+  created_at: ColumnType<Date, Date, never>;
+  activated_at: Date | null;
+  retired_at: Date | null;
+  revoked_at: Date | null;
+}
+
 export interface Database {
+  signing_keys: SigningKeysTable;
   user_count: UserCountTable;
   app_settings: AppSettingsTable;
   users: UsersTable;

@@ -8,6 +8,7 @@ import { oauthHandlers } from './oauth.ts';
 import { profileHandlers } from './profiles.ts';
 import { publicConfigHandlers } from './public-config.ts';
 import { realtimeHandlers } from './realtime.ts';
+import { signingKeyHandlers } from './signing-keys.ts';
 import type { ServiceHandlers } from './types.ts';
 import { userHandlers } from './users.ts';
 
@@ -20,6 +21,7 @@ export function createServiceHandlers(ctx: AppContext): ServiceHandlers {
     ...emailCodeHandlers(ctx),
     ...oauthHandlers(ctx),
     ...userHandlers(ctx),
+    ...signingKeyHandlers(ctx),
     ...profileHandlers(ctx),
     ...publicConfigHandlers(ctx),
     ...embeddingHandlers(ctx),

@@ -4,7 +4,7 @@
 // tampered, oversized), each with the answer the spec promises for it on a secured operation.
 import { createHmac, randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import { accessClaims, forgeJwt } from './tokens.ts';
+import { accessClaims, forgeJwt, type StolenKey } from './tokens.ts';
 
 /** What the holder of a header gets from a Bearer-secured operation. */
 export type AuthExpectation = 'pass' | 'UNAUTHORIZED' | 'AUTH_UNAUTHORIZED';
@@ -221,7 +221,9 @@ export function authExpectation(spec: AuthSpec, received: string | undefined): A
 /** Where real tokens come from when a header is built. */
 export interface TokenSource {
   /** The key the app signs access tokens with. */
-  secret: string;
+  key: StolenKey;
+  /** JWT_SECRET: an HMAC with it passes for nothing (HS256 is not accepted on a fresh deployment). */
+  jwtSecret: string;
   /** Another key, which the app must not accept. */
   otherKey: string;
   /** A token of a real session (`pick` chooses among those known), or undefined when there is none yet. */
@@ -248,14 +250,12 @@ function signWith(
 export function authorizationHeader(spec: AuthSpec, source: TokenSource, pick: number): string | undefined {
   const now = Math.floor(Date.now() / 1000);
   const fresh = (overrides: Record<string, unknown> = {}) => accessClaims(now, overrides);
-  const real = () => source.sessionToken('user', pick) ?? forgeJwt(source.secret, fresh());
+  const real = () => source.sessionToken('user', pick) ?? forgeJwt(source.key, fresh());
   switch (spec.kind) {
     case 'none':
       return undefined;
     case 'session':
-      return (
-        spec.scheme + (source.sessionToken(spec.role, pick) ?? forgeJwt(source.secret, fresh({ role: spec.role })))
-      );
+      return spec.scheme + (source.sessionToken(spec.role, pick) ?? forgeJwt(source.key, fresh({ role: spec.role })));
     case 'signed':
       return (
         spec.scheme +
@@ -273,32 +273,32 @@ export function authorizationHeader(spec: AuthSpec, source: TokenSource, pick: n
       return spec.header;
     case 'expired':
       return (
-        spec.scheme + forgeJwt(source.secret, fresh({ iat: now - spec.secondsAgo - 900, exp: now - spec.secondsAgo }))
+        spec.scheme + forgeJwt(source.key, fresh({ iat: now - spec.secondsAgo - 900, exp: now - spec.secondsAgo }))
       );
     case 'expiredOtherKey':
       return `Bearer ${forgeJwt(source.otherKey, fresh({ iat: now - spec.secondsAgo - 900, exp: now - spec.secondsAgo }))}`;
     case 'otherKey':
-      return `Bearer ${forgeJwt(spec.key === source.secret ? `${spec.key}x` : spec.key, fresh())}`;
+      return `Bearer ${forgeJwt(spec.key === source.jwtSecret ? `${spec.key}x` : spec.key, fresh())}`;
     case 'algNone': {
       const unsigned = forgeJwt(null, fresh(), spec.alg);
       const tail =
         spec.signature === 'empty'
           ? ''
           : spec.signature === 'hmac'
-            ? createHmac('sha256', source.secret).update(unsigned.slice(0, -1)).digest('base64url')
+            ? createHmac('sha256', source.jwtSecret).update(unsigned.slice(0, -1)).digest('base64url')
             : 'c2lnbmF0dXJl';
       return `Bearer ${unsigned}${tail}`;
     }
     case 'otherAlg': {
       const hash = spec.alg === 'HS384' ? 'sha384' : spec.alg === 'HS512' ? 'sha512' : 'sha256';
-      return `Bearer ${signWith(source.secret, { alg: spec.alg, typ: 'JWT' }, fresh(), hash)}`;
+      return `Bearer ${signWith(source.jwtSecret, { alg: spec.alg, typ: 'JWT' }, fresh(), hash)}`;
     }
     case 'refreshToken':
       return `Bearer ${source.refreshToken(pick) ?? 'pzRr3YP0PxKdC6W0P3u_r5AnV17-IeYpnDKdYN6nD94'}`;
     case 'tokenUse':
-      return `Bearer ${forgeJwt(source.secret, fresh({ token_use: spec.value }))}`;
+      return `Bearer ${forgeJwt(source.key, fresh({ token_use: spec.value }))}`;
     case 'claims':
-      return `Bearer ${forgeJwt(source.secret, changedClaims(fresh(), spec.change, now))}`;
+      return `Bearer ${forgeJwt(source.key, changedClaims(fresh(), spec.change, now))}`;
     case 'tampered': {
       const token = real();
       const [header = '', payload = '', signature = ''] = token.split('.');

@@ -1,10 +1,17 @@
 import { createHmac, randomUUID } from 'node:crypto';
+import { createSigner } from 'fast-jwt';
 import type { FastifyInstance } from 'fastify';
-import { TOKEN_AUDIENCE, TOKEN_ISSUER } from '../../src/auth/access-token.ts';
+import type { Kysely } from 'kysely';
+import { TOKEN_AUDIENCE } from '../../src/auth/access-token.ts';
+import { deriveKeys, unseal } from '../../src/auth/crypto.ts';
+import { resolveJwtSecret } from '../../src/auth/service-secret.ts';
+import { type Config, loadConfig } from '../../src/config.ts';
+import { listSigningKeys } from '../../src/db/repositories/signing-keys.ts';
+import type { Database } from '../../src/db/schema.ts';
 
 /** A signed access token for a made-up user, for operations whose behaviour does not need a real account. */
 export function accessTokenFor(app: FastifyInstance, role: 'user' | 'admin' = 'user'): string {
-  return app.jwt.sign({
+  return app.accessTokens.sign({
     sub: randomUUID(),
     email: 'someone@example.com',
     role,
@@ -13,14 +20,48 @@ export function accessTokenFor(app: FastifyInstance, role: 'user' | 'admin' = 'u
   });
 }
 
+/** The private half of a key, as one who stole it would hold it. */
+export interface StolenKey {
+  kid: string;
+  alg: 'ES256' | 'RS256' | 'EdDSA';
+  privatePem: string;
+}
+
+/**
+ * The service's current signing key, read from the database and opened with the key derived from
+ * JWT_SECRET: what a test needs to sign tokens the service accepts with exactly the claims it wants.
+ */
+export async function currentSigningKey(config: Readonly<Config>, db: Kysely<Database>): Promise<StolenKey> {
+  const secret = await resolveJwtSecret(config, db);
+  const row = (await listSigningKeys(db)).find((k) => k.status === 'current');
+  if (row === undefined) throw new Error('no current signing key');
+  return {
+    kid: row.kid,
+    alg: row.alg,
+    privatePem: unseal(deriveKeys(secret).signingKeys, row.private_key_sealed, row.kid),
+  };
+}
+
 const b64 = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
-/** A JWT built by hand, so that tests can forge exactly the header and claims they need. */
-export function forgeJwt(secret: string | null, claims: Record<string, unknown>, alg = 'HS256'): string {
+/**
+ * A JWT built exactly as a test needs: with an HMAC secret (HS256 by default; the service accepts
+ * none on a fresh deployment), with a signing key's private half (its own algorithm and kid), or
+ * unsigned (`null`, for `alg: none`).
+ */
+export function forgeJwt(key: string | StolenKey | null, claims: Record<string, unknown>, alg = 'HS256'): string {
+  if (key !== null && typeof key === 'object') {
+    return createSigner({ key: key.privatePem, algorithm: key.alg, kid: key.kid, noTimestamp: !('iat' in claims) })(
+      claims,
+    );
+  }
   const head = `${b64({ alg, typ: 'JWT' })}.${b64(claims)}`;
-  if (secret === null) return `${head}.`;
-  return `${head}.${createHmac('sha256', secret).update(head).digest('base64url')}`;
+  if (key === null) return `${head}.`;
+  return `${head}.${createHmac('sha256', key).update(head).digest('base64url')}`;
 }
+
+/** The `iss` of the tokens of an app built with the test defaults (its PUBLIC_URL). */
+export const TEST_ISSUER = loadConfig({ NODE_ENV: 'test' }).publicUrl.replace(/\/+$/, '');
 
 /** Access-token claims as the service signs them, valid for ten minutes from `now` (seconds). */
 export function accessClaims(now = Math.floor(Date.now() / 1000), overrides: Record<string, unknown> = {}) {
@@ -30,10 +71,11 @@ export function accessClaims(now = Math.floor(Date.now() / 1000), overrides: Rec
     role: 'user',
     sid: randomUUID(),
     token_use: 'access',
-    iss: TOKEN_ISSUER,
+    iss: TEST_ISSUER,
     aud: TOKEN_AUDIENCE,
     iat: now,
     exp: now + 600,
+    jti: randomUUID(),
     ...overrides,
   };
 }

@@ -1,0 +1,256 @@
+import { createPublicKey, generateKeyPair, type KeyObject, randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import type { FastifyBaseLogger } from 'fastify';
+import type { components } from '../../generated/openapi.ts';
+import type { NotificationListener } from '../db/notification-listener.ts';
+import {
+  insertFirstKey,
+  insertStandbyKey,
+  listSigningKeys,
+  type NewSigningKey,
+  revokeKey,
+  rotateKeys,
+  SIGNING_KEYS_CHANNEL,
+  type SigningKeyAlgorithm,
+  type SigningKeyRow,
+} from '../db/repositories/signing-keys.ts';
+import type { Executor } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
+import { seal, unseal } from './crypto.ts';
+
+const generate = promisify(generateKeyPair);
+
+/** The public half of a key as published in the JWKS. */
+export type PublicJwk = components['schemas']['Jwk'];
+
+/** A key as administrators see it: its state and history, no key material. */
+export type SigningKeyView = components['schemas']['SigningKey'];
+
+/** The key that signs: its id, algorithm and private half (PEM). */
+export interface SigningKey {
+  kid: string;
+  alg: SigningKeyAlgorithm;
+  privatePem: string;
+}
+
+/** A key whose tokens verify (every state but revoked). */
+export interface VerifyingKey {
+  kid: string;
+  alg: SigningKeyAlgorithm;
+  publicPem: string;
+}
+
+/** The members a JWK's public half may have; anything else (d, p, q, dp, dq, qi, k) never leaves. */
+const PUBLIC_MEMBERS = ['kty', 'crv', 'x', 'y', 'n', 'e'];
+
+async function newKeyPair(alg: SigningKeyAlgorithm): Promise<{ publicKey: KeyObject; privateKey: KeyObject }> {
+  switch (alg) {
+    case 'ES256':
+      return generate('ec', { namedCurve: 'P-256' });
+    case 'RS256':
+      return generate('rsa', { modulusLength: 2048 });
+    case 'EdDSA':
+      return generate('ed25519');
+  }
+}
+
+/** A new key pair, its public half as a JWK, its private half sealed under `sealingKey` and bound to its kid. */
+export async function createKeyMaterial(alg: SigningKeyAlgorithm, sealingKey: Buffer): Promise<NewSigningKey> {
+  const { publicKey, privateKey } = await newKeyPair(alg);
+  const kid = randomBytes(16).toString('base64url');
+  const exported = publicKey.export({ format: 'jwk' }) as Record<string, string>;
+  const publicJwk: Record<string, string> = {};
+  for (const member of PUBLIC_MEMBERS) if (exported[member] !== undefined) publicJwk[member] = exported[member];
+  const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+  return { kid, alg, publicJwk: { ...publicJwk, kid, alg, use: 'sig' }, privateKeySealed: seal(sealingKey, pem, kid) };
+}
+
+const iso = (d: Date | null) => (d === null ? null : d.toISOString());
+
+function toView(row: SigningKeyRow): SigningKeyView {
+  return {
+    kid: row.kid,
+    alg: row.alg,
+    status: row.status,
+    createdAt: row.created_at.toISOString(),
+    activatedAt: iso(row.activated_at),
+    retiredAt: iso(row.retired_at),
+    revokedAt: iso(row.revoked_at),
+  };
+}
+
+export interface SigningKeysOptions {
+  db: Executor;
+  /** The `iss` of the tokens these keys sign: the service's public URL. */
+  issuer: string;
+  /** Seals and opens the private halves (DerivedKeys.signingKeys). */
+  sealingKey: Buffer;
+  /** The process's LISTEN connection; its owner starts it once every subscriber is in. */
+  notifications: NotificationListener;
+  log: FastifyBaseLogger;
+  now: () => Date;
+}
+
+/**
+ * The keys that sign and verify access tokens, kept in the database and in memory. Every instance
+ * reads them at start, and again whenever one announces a change (NOTIFY on SIGNING_KEYS_CHANNEL,
+ * sent by the changing transaction; polled every second while the listener is down), so that all
+ * sign with the current key and refuse a revoked key's tokens within moments of the change. The
+ * instance that makes a change reads the keys again before answering.
+ */
+export class SigningKeys {
+  readonly #options: SigningKeysOptions;
+  #rows: SigningKeyRow[] = [];
+  #current: SigningKey | undefined;
+  #verifying = new Map<string, VerifyingKey>();
+  /** Private halves already opened, by kid (they never change). */
+  readonly #opened = new Map<string, string>();
+  readonly #listeners = new Set<() => void>();
+  #loading: Promise<void> | undefined;
+  readonly #unsubscribe: () => void;
+
+  constructor(options: SigningKeysOptions) {
+    this.#options = options;
+    const reload = () => this.#reload();
+    this.#unsubscribe = options.notifications.subscribe({
+      name: 'signing keys',
+      channels: [SIGNING_KEYS_CHANNEL],
+      onNotification: () => {
+        reload().catch((err: Error) => options.log.error({ err }, 'signing keys: reload failed'));
+      },
+      onConnected: reload,
+      ...(options.notifications.connects ? { poll: reload } : {}),
+    });
+  }
+
+  /** Creates the first key of a fresh deployment (ES256), then reads them all. */
+  async start(): Promise<void> {
+    const rows = await listSigningKeys(this.#options.db);
+    if (!rows.some((r) => r.status === 'current')) {
+      const created = await insertFirstKey(
+        this.#options.db,
+        await createKeyMaterial('ES256', this.#options.sealingKey),
+        this.#options.now(),
+      );
+      if (created) this.#options.log.info('signing keys: created the first signing key (ES256)');
+    }
+    await this.#reload();
+  }
+
+  close(): void {
+    this.#unsubscribe();
+    this.#listeners.clear();
+  }
+
+  get issuer(): string {
+    return this.#options.issuer;
+  }
+
+  /** The key that signs new access tokens. */
+  current(): SigningKey {
+    if (this.#current === undefined) throw new Error('signing keys: not started');
+    return this.#current;
+  }
+
+  /** The key named `kid`, when its tokens verify (it is not revoked). */
+  verifying(kid: string): VerifyingKey | undefined {
+    return this.#verifying.get(kid);
+  }
+
+  /** The JWKS: the public halves of every key not revoked, the current one first. */
+  jwks(): { keys: PublicJwk[] } {
+    const order = { current: 0, standby: 1, previous: 2, revoked: 3 };
+    return {
+      keys: this.#rows
+        .filter((r) => r.status !== 'revoked')
+        .sort((a, b) => order[a.status] - order[b.status])
+        .map((r) => ({ ...r.public_jwk, kid: r.kid, alg: r.alg, use: 'sig' }) as PublicJwk),
+    };
+  }
+
+  /** Calls `listener` after every change of the keys this instance learns of. Returns its removal. */
+  onChange(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  async list(): Promise<SigningKeyView[]> {
+    return (await listSigningKeys(this.#options.db)).map(toView);
+  }
+
+  async create(alg: SigningKeyAlgorithm): Promise<SigningKeyView> {
+    const material = await createKeyMaterial(alg, this.#options.sealingKey);
+    const row = await insertStandbyKey(this.#options.db, material, this.#options.now());
+    if (row === undefined) {
+      throw new ApiError(
+        'SIGNING_KEY_STATE',
+        'There is a standby signing key already; rotate to it or revoke it first',
+      );
+    }
+    await this.#reload();
+    return toView(row);
+  }
+
+  async rotate(): Promise<SigningKeyView[]> {
+    await rotateKeys(this.#options.db, () => createKeyMaterial('ES256', this.#options.sealingKey), this.#options.now());
+    await this.#reload();
+    return this.#rows.map(toView);
+  }
+
+  async revoke(kid: string): Promise<SigningKeyView> {
+    const outcome = await revokeKey(this.#options.db, kid, this.#options.now());
+    if ('refused' in outcome) {
+      if (outcome.refused === 'unknown') throw new ApiError('NOT_FOUND', 'No signing key has this kid');
+      throw new ApiError('SIGNING_KEY_STATE', 'The current signing key cannot be revoked; rotate first');
+    }
+    await this.#reload();
+    return toView(outcome.revoked);
+  }
+
+  /** One read at a time; a caller arriving while one runs waits for it, then reads again. */
+  #reload(): Promise<void> {
+    const previous = this.#loading ?? Promise.resolve();
+    const next = previous.catch(() => {}).then(() => this.#read());
+    this.#loading = next.finally(() => {
+      if (this.#loading === next) this.#loading = undefined;
+    });
+    return next;
+  }
+
+  async #read(): Promise<void> {
+    const rows = await listSigningKeys(this.#options.db);
+    const verifying = new Map<string, VerifyingKey>();
+    let current: SigningKey | undefined;
+    for (const row of rows) {
+      if (row.status === 'revoked') continue;
+      const publicPem = createPublicKey({ key: row.public_jwk, format: 'jwk' }).export({
+        type: 'spki',
+        format: 'pem',
+      }) as string;
+      verifying.set(row.kid, { kid: row.kid, alg: row.alg, publicPem });
+      if (row.status === 'current') {
+        let privatePem = this.#opened.get(row.kid);
+        if (privatePem === undefined) {
+          privatePem = unseal(this.#options.sealingKey, row.private_key_sealed, row.kid);
+          this.#opened.set(row.kid, privatePem);
+        }
+        current = { kid: row.kid, alg: row.alg, privatePem };
+      }
+    }
+    if (current === undefined) throw new Error('signing keys: no current key in the database');
+    const changed =
+      rows.length !== this.#rows.length ||
+      rows.some((r, i) => r.kid !== this.#rows[i]?.kid || r.status !== this.#rows[i]?.status);
+    this.#rows = rows;
+    this.#verifying = verifying;
+    this.#current = current;
+    if (!changed) return;
+    for (const listener of this.#listeners) {
+      try {
+        listener();
+      } catch (err) {
+        this.#options.log.error({ err }, 'signing keys: a listener failed');
+      }
+    }
+  }
+}

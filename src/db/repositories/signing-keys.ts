@@ -1,0 +1,164 @@
+import { sql } from 'kysely';
+import type { Executor, SigningKeysTable } from '../schema.ts';
+
+/** The PostgreSQL notification that tells every instance the signing keys changed (the kid is the payload). */
+export const SIGNING_KEYS_CHANNEL = 'auth_signing_keys';
+
+export type SigningKeyAlgorithm = SigningKeysTable['alg'];
+export type SigningKeyStatus = SigningKeysTable['status'];
+
+export interface SigningKeyRow {
+  kid: string;
+  alg: SigningKeyAlgorithm;
+  status: SigningKeyStatus;
+  public_jwk: Record<string, string>;
+  private_key_sealed: string;
+  created_at: Date;
+  activated_at: Date | null;
+  retired_at: Date | null;
+  revoked_at: Date | null;
+}
+
+export interface NewSigningKey {
+  kid: string;
+  alg: SigningKeyAlgorithm;
+  publicJwk: Record<string, string>;
+  privateKeySealed: string;
+}
+
+const columns = [
+  'kid',
+  'alg',
+  'status',
+  'public_jwk',
+  'private_key_sealed',
+  'created_at',
+  'activated_at',
+  'retired_at',
+  'revoked_at',
+] as const;
+
+/** Every key, newest first. */
+export function listSigningKeys(db: Executor): Promise<SigningKeyRow[]> {
+  return db.selectFrom('signing_keys').select(columns).orderBy('created_at', 'desc').orderBy('kid').execute();
+}
+
+/** Serializes the changes of keys (one at a time across instances), until the transaction ends. */
+async function lockKeys(db: Executor): Promise<void> {
+  await sql`select pg_advisory_xact_lock(hashtext('signing_keys'))`.execute(db);
+}
+
+async function announce(db: Executor, kid: string): Promise<void> {
+  await sql`select pg_notify(${SIGNING_KEYS_CHANNEL}, ${kid})`.execute(db);
+}
+
+function insert(db: Executor, key: NewSigningKey, status: 'standby' | 'current', now: Date) {
+  return db
+    .insertInto('signing_keys')
+    .values({
+      kid: key.kid,
+      alg: key.alg,
+      status,
+      public_jwk: JSON.stringify(key.publicJwk),
+      private_key_sealed: key.privateKeySealed,
+      created_at: now,
+      activated_at: status === 'current' ? now : null,
+      retired_at: null,
+      revoked_at: null,
+    })
+    .returning(columns)
+    .executeTakeFirstOrThrow();
+}
+
+/** Makes `key` the current key when there is none (a fresh deployment); false when one exists. */
+export async function insertFirstKey(db: Executor, key: NewSigningKey, now: Date): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    await lockKeys(trx);
+    const current = await trx
+      .selectFrom('signing_keys')
+      .select('kid')
+      .where('status', '=', 'current')
+      .executeTakeFirst();
+    if (current !== undefined) return false;
+    await insert(trx, key, 'current', now);
+    await announce(trx, key.kid);
+    return true;
+  });
+}
+
+/** Adds a standby key; undefined when there is one already. */
+export async function insertStandbyKey(
+  db: Executor,
+  key: NewSigningKey,
+  now: Date,
+): Promise<SigningKeyRow | undefined> {
+  return db.transaction().execute(async (trx) => {
+    await lockKeys(trx);
+    const standby = await trx
+      .selectFrom('signing_keys')
+      .select('kid')
+      .where('status', '=', 'standby')
+      .executeTakeFirst();
+    if (standby !== undefined) return undefined;
+    const row = await insert(trx, key, 'standby', now);
+    await announce(trx, key.kid);
+    return row;
+  });
+}
+
+/**
+ * The standby key becomes current (`fresh` is inserted as the standby first when there is none),
+ * the current one previous. Returns the kid now current.
+ */
+export async function rotateKeys(db: Executor, fresh: () => Promise<NewSigningKey>, now: Date): Promise<string> {
+  // The key is made before the transaction: generating an RSA key takes a while, no lock held.
+  const candidate = await fresh();
+  return db.transaction().execute(async (trx) => {
+    await lockKeys(trx);
+    let standby = await trx.selectFrom('signing_keys').select('kid').where('status', '=', 'standby').executeTakeFirst();
+    if (standby === undefined) standby = await insert(trx, candidate, 'standby', now);
+    await trx
+      .updateTable('signing_keys')
+      .set({ status: 'previous', retired_at: now })
+      .where('status', '=', 'current')
+      .execute();
+    await trx
+      .updateTable('signing_keys')
+      .set({ status: 'current', activated_at: now })
+      .where('kid', '=', standby.kid)
+      .execute();
+    await announce(trx, standby.kid);
+    return standby.kid;
+  });
+}
+
+export type RevokeOutcome = { revoked: SigningKeyRow } | { refused: 'current' } | { refused: 'unknown' };
+
+/** Revokes a previous or standby key (a revoked one is answered as it is). */
+export async function revokeKey(db: Executor, kid: string, now: Date): Promise<RevokeOutcome> {
+  return db.transaction().execute(async (trx) => {
+    await lockKeys(trx);
+    const key = await trx.selectFrom('signing_keys').select(columns).where('kid', '=', kid).executeTakeFirst();
+    if (key === undefined) return { refused: 'unknown' };
+    if (key.status === 'current') return { refused: 'current' };
+    if (key.status === 'revoked') return { revoked: key };
+    const revoked = await trx
+      .updateTable('signing_keys')
+      .set({ status: 'revoked', revoked_at: now })
+      .where('kid', '=', kid)
+      .returning(columns)
+      .executeTakeFirstOrThrow();
+    await announce(trx, kid);
+    return { revoked };
+  });
+}
+
+/** When the HS256 tokens of the version before signing keys began to be phased out (migration 0020), if ever. */
+export async function legacyTokensSince(db: Executor): Promise<Date | undefined> {
+  const row = await db
+    .selectFrom('app_settings')
+    .select('value')
+    .where('key', '=', 'legacy_hs256_since')
+    .executeTakeFirst();
+  return row === undefined ? undefined : new Date(row.value);
+}
