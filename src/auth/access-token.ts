@@ -171,7 +171,8 @@ export class AccessTokens {
       throw new AccessTokenRefused((err as { code?: string }).code === 'FAST_JWT_EXPIRED' ? 'expired' : 'invalid');
     }
     if (!hasAccessTokenClaims(claims)) throw new AccessTokenRefused('invalid');
-    this.#verified.set(token, claims, now, legacy ? this.#options.legacy.acceptedUntil : undefined);
+    // Not an HS256 token: its window closes by the app's clock, which the cache does not follow.
+    if (!legacy) this.#verified.set(token, claims, now);
     return claims;
   }
 

@@ -179,22 +179,30 @@ export class SigningKeys {
   }
 
   async create(alg: SigningKeyAlgorithm): Promise<SigningKeyView> {
+    const standbyExists = () =>
+      new ApiError('SIGNING_KEY_STATE', 'There is a standby signing key already; rotate to it or revoke it first');
+    // Checked before making a key (an RSA key takes a while), and again under the lock.
+    if (await this.#hasStandby()) throw standbyExists();
     const material = await createKeyMaterial(alg, this.#options.sealingKey);
     const row = await insertStandbyKey(this.#options.db, material, this.#options.now());
-    if (row === undefined) {
-      throw new ApiError(
-        'SIGNING_KEY_STATE',
-        'There is a standby signing key already; rotate to it or revoke it first',
-      );
-    }
+    if (row === undefined) throw standbyExists();
     await this.#reload();
     return toView(row);
   }
 
   async rotate(): Promise<SigningKeyView[]> {
-    await rotateKeys(this.#options.db, () => createKeyMaterial('ES256', this.#options.sealingKey), this.#options.now());
+    const { db, now } = this.#options;
+    // A key is made only when there is no standby to rotate to (or it was revoked meanwhile).
+    const rotated =
+      ((await this.#hasStandby()) ? await rotateKeys(db, undefined, now()) : undefined) ??
+      (await rotateKeys(db, await createKeyMaterial('ES256', this.#options.sealingKey), now()));
+    if (rotated === undefined) throw new Error('signing keys: the rotation made no key current');
     await this.#reload();
     return this.#rows.map(toView);
+  }
+
+  async #hasStandby(): Promise<boolean> {
+    return (await listSigningKeys(this.#options.db)).some((r) => r.status === 'standby');
   }
 
   async revoke(kid: string): Promise<SigningKeyView> {
@@ -237,7 +245,11 @@ export class SigningKeys {
         current = { kid: row.kid, alg: row.alg, privatePem };
       }
     }
-    if (current === undefined) throw new Error('signing keys: no current key in the database');
+    // None before start() creates the first (a notification connection may read them earlier).
+    if (current === undefined) {
+      if (this.#current !== undefined) this.#options.log.error('signing keys: no current key in the database');
+      return;
+    }
     const changed =
       rows.length !== this.#rows.length ||
       rows.some((r, i) => r.kid !== this.#rows[i]?.kid || r.status !== this.#rows[i]?.status);

@@ -25,10 +25,9 @@ export class VerifiedTokenCache<Claims extends { exp?: number }> {
     return entry.claims;
   }
 
-  /** Keeps `claims` until their `exp`, at most maxAgeMs, and never past `until` (ms) when given. */
-  set(token: string, claims: Claims, now: number, until = Number.POSITIVE_INFINITY): void {
+  set(token: string, claims: Claims, now: number): void {
     if (claims.exp === undefined) return;
-    const expiresAt = Math.min(claims.exp * 1000, now + this.#maxAgeMs, until);
+    const expiresAt = Math.min(claims.exp * 1000, now + this.#maxAgeMs);
     if (expiresAt <= now) return;
     if (this.#entries.size >= this.#maxEntries) {
       const oldest = this.#entries.keys().next().value;

@@ -108,15 +108,21 @@ export async function insertStandbyKey(
 
 /**
  * The standby key becomes current (`fresh` is inserted as the standby first when there is none),
- * the current one previous. Returns the kid now current.
+ * the current one previous. Returns the kid now current, or undefined when there was no standby
+ * key and no `fresh` one (a standby seen before was revoked meanwhile: the caller may try again).
  */
-export async function rotateKeys(db: Executor, fresh: () => Promise<NewSigningKey>, now: Date): Promise<string> {
-  // The key is made before the transaction: generating an RSA key takes a while, no lock held.
-  const candidate = await fresh();
+export async function rotateKeys(
+  db: Executor,
+  fresh: NewSigningKey | undefined,
+  now: Date,
+): Promise<string | undefined> {
   return db.transaction().execute(async (trx) => {
     await lockKeys(trx);
     let standby = await trx.selectFrom('signing_keys').select('kid').where('status', '=', 'standby').executeTakeFirst();
-    if (standby === undefined) standby = await insert(trx, candidate, 'standby', now);
+    if (standby === undefined) {
+      if (fresh === undefined) return undefined;
+      standby = await insert(trx, fresh, 'standby', now);
+    }
     await trx
       .updateTable('signing_keys')
       .set({ status: 'previous', retired_at: now })
