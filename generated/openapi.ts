@@ -2816,7 +2816,7 @@ export interface operations {
                      *       "database": "up",
                      *       "redis": "up",
                      *       "embeddingsBreaker": "closed",
-                     *       "version": "0.13.0",
+                     *       "version": "0.14.0",
                      *       "uptimeSeconds": 3612.4
                      *     }
                      */

@@ -28,7 +28,7 @@ import { acceptEmptyJsonBodies } from './json-body.ts';
 import { createMailer } from './mail/mailer.ts';
 import { observeRequests } from './metrics/http.ts';
 import { createMetrics } from './metrics/metrics.ts';
-import { registerOperationRules } from './operation-rules.ts';
+import { registerOperationRules, withoutBody } from './operation-rules.ts';
 import { registerRateLimits } from './rate-limits.ts';
 import { PolicyCache } from './realtime/policy-cache.ts';
 import { startRetention } from './realtime/retention.ts';
@@ -115,6 +115,9 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   acceptEmptyJsonBodies(app);
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
+  // An unknown path (or a method its path does not take) is 404 or 405 whatever its body: never
+  // 413 or 415 for a body nobody will read.
+  app.addHook('preParsing', async (request, _reply, payload) => (request.is404 ? withoutBody(request) : payload));
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });

@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import type {
   FastifyInstance,
+  FastifyRequest,
   onRequestHookHandler,
   preHandlerHookHandler,
   preParsingHookHandler,
@@ -34,14 +35,18 @@ const rejectUnacceptableJson: preValidationHookHandler = async (request) => {
 
 /**
  * An operation that declares no body ignores whatever is sent with it: Fastify would otherwise
- * parse a DELETE's body and answer 413 or 415, which such an operation does not declare.
+ * parse the body of a DELETE or a POST (rotateSigningKeys) and answer 413 or 415, which such an
+ * operation does not declare.
  */
-const ignoreBody: preParsingHookHandler = async (request) => {
+const ignoreBody: preParsingHookHandler = async (request) => withoutBody(request);
+
+/** The request as if it had no body: its body headers removed, an empty stream to parse instead. */
+export function withoutBody(request: FastifyRequest): Readable {
   delete request.headers['content-type'];
   delete request.headers['transfer-encoding'];
   request.headers['content-length'] = '0';
   return Readable.from([]);
-};
+}
 
 /** x-roles: the access token's role must be one of them (a role change ends the account's sessions, so the claim is current). */
 function requireRole(roles: readonly Role[]): preHandlerHookHandler {
@@ -96,7 +101,7 @@ export function registerOperationRules(app: FastifyInstance, config: Readonly<Co
     if (operation.bodyRequired) hooks.unshift(requireBody);
     else if (operation.bodyLimit !== null) hooks.unshift(absentBodyAsEmpty);
     route.preValidation = hooks;
-    if (operation.bodyLimit === null && operation.method === 'DELETE') {
+    if (operation.bodyLimit === null && operation.method !== 'GET') {
       route.preParsing = [...asArray(route.preParsing), ignoreBody] as preParsingHookHandler[];
     }
   });

@@ -17,6 +17,10 @@ const administratorsOnly: OperationId[] = [
   'createRealtimeChannel',
   'updateRealtimeChannel',
   'deleteRealtimeChannel',
+  'listSigningKeys',
+  'createSigningKey',
+  'rotateSigningKeys',
+  'revokeSigningKey',
 ];
 const limited: Partial<Record<OperationId, string>> = {
   createSession: 'signIn by ip',
@@ -57,6 +61,10 @@ const requests: Record<string, InjectOptions> = {
   createRealtimeChannel: { method: 'POST', url: '/api/realtime/channels', payload: { pattern: 'room:%' } },
   updateRealtimeChannel: { method: 'PATCH', url: `/api/realtime/channels/${sample}`, payload: { enabled: false } },
   deleteRealtimeChannel: { method: 'DELETE', url: `/api/realtime/channels/${sample}` },
+  listSigningKeys: { method: 'GET', url: '/api/auth/signing-keys' },
+  createSigningKey: { method: 'POST', url: '/api/auth/signing-keys', payload: { alg: 'ES256' } },
+  rotateSigningKeys: { method: 'POST', url: '/api/auth/signing-keys/rotate' },
+  revokeSigningKey: { method: 'POST', url: '/api/auth/signing-keys/some-kid/revoke' },
 };
 
 t.test('x-roles: a signed-in user who is not an administrator is refused', async (t) => {
@@ -83,6 +91,38 @@ t.test('a concrete path answers 405 to a method only its templated sibling takes
     if (method === 'HEAD') t.equal(res.statusCode, 405, `${method} ${url}: 405`);
     else assertErrorBody(t, res, 405, 'METHOD_NOT_ALLOWED');
     t.equal(res.headers.allow, allow, `${method} ${url}: Allow: ${allow}`);
+  }
+});
+
+t.test('an unknown path, or a method its path does not take, is 404 or 405 whatever body comes with it', async (t) => {
+  const { app } = await buildTestApp(t);
+  const token = accessTokenFor(app, 'admin');
+  const bodies: Array<[string, Record<string, string>, string]> = [
+    ['a body over any limit', { 'content-type': 'application/json' }, `{"pad":"${'a'.repeat(20_000)}"}`],
+    ['a body of another media type', { 'content-type': 'text/plain' }, 'hello'],
+    ['an empty content type', { 'content-type': '' }, ''],
+  ];
+  for (const [what, headers, payload] of bodies) {
+    const unknown = await app.inject({ method: 'POST', url: '/api/no-such-thing', headers, payload });
+    assertErrorBody(t, unknown, 404, 'NOT_FOUND');
+    // A kid of "." is a dot segment: the path is /api/auth/signing-keys/revoke, which no operation has.
+    const dotted = await app.inject({
+      method: 'POST',
+      url: '/api/auth/signing-keys/%2e/revoke',
+      headers: { ...headers, authorization: `Bearer ${token}` },
+      payload,
+    });
+    assertErrorBody(t, dotted, 404, 'NOT_FOUND');
+    const wrongMethod = await app.inject({ method: 'PUT', url: '/api/health', headers, payload });
+    assertErrorBody(t, wrongMethod, 405, 'METHOD_NOT_ALLOWED');
+    // An operation without a body ignores one.
+    const rotate = await app.inject({
+      method: 'POST',
+      url: '/api/auth/signing-keys/rotate',
+      headers: { ...headers, authorization: `Bearer ${token}` },
+      payload,
+    });
+    t.equal(rotate.statusCode, 200, `rotate with ${what}: 200`);
   }
 });
 

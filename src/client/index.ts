@@ -21,6 +21,10 @@ export type { components, paths };
 export type ClientType = 'web' | 'mobile' | 'desktop';
 export type ErrorBody = components['schemas']['Error'];
 export type SessionResult = components['schemas']['SessionResult'];
+/** The claims of an access token, for services that verify it with the JWKS (`/.well-known/jwks.json`). */
+export type AccessTokenClaims = components['schemas']['AccessTokenClaims'];
+/** The public key set that verifies access tokens. */
+export type Jwks = components['schemas']['Jwks'];
 
 export interface SessionTokens {
   accessToken: string | undefined;
