@@ -1,7 +1,9 @@
+import { SealedKeyError } from './auth/signing-keys.ts';
 import type { Config } from './config.ts';
 
 /** What stopped the start, in one line (what, where, what to do); undefined when the error is not one of the known kinds. */
 export function describeStartFailure(err: unknown, config: Config): string | undefined {
+  if (err instanceof SealedKeyError) return err.message;
   const listen = listenFailure(err, config);
   if (listen) return listen;
   if (config.database.kind === 'postgres') return databaseFailure(err, config.database.url);

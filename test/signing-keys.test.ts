@@ -11,6 +11,7 @@ import t, { type Test } from 'tap';
 import { LEGACY_TOKEN_ISSUER, TOKEN_AUDIENCE } from '../src/auth/access-token.ts';
 import { deriveKeys, unseal } from '../src/auth/crypto.ts';
 import { migrations } from '../src/db/migrate.ts';
+import { describeStartFailure } from '../src/start-failure.ts';
 import { ADMIN_PASSWORD, accountCalls, bearer, buildAccountsApp, type MobileSession } from './helpers/accounts.ts';
 import { buildAnotherInstance } from './helpers/app.ts';
 import { TestClock } from './helpers/clock.ts';
@@ -222,6 +223,14 @@ t.test('the private halves are sealed at rest, bound to their kid', async (t) =>
       'nor another secret',
     );
   }
+});
+
+t.test('another JWT_SECRET cannot open the keys: the start stops and says why', async (t) => {
+  const s = await setup(t);
+  const started = buildAnotherInstance(t, s, { env: { JWT_SECRET: `${JWT_SECRET}-another` } });
+  await t.rejects(started, { name: 'SealedKeyError', message: /cannot be opened with this JWT_SECRET/ });
+  const failure = await started.catch((err: unknown) => describeStartFailure(err, s.config));
+  t.match(failure, /^the current signing key \(kid [\w-]+\) cannot be opened/, 'one line for the operator');
 });
 
 t.test(

@@ -79,6 +79,16 @@ function toView(row: SigningKeyRow): SigningKeyView {
   };
 }
 
+/** The current key's private half does not open with this JWT_SECRET (it was sealed under another). */
+export class SealedKeyError extends Error {
+  constructor(kid: string) {
+    super(
+      `the current signing key (kid ${kid}) cannot be opened with this JWT_SECRET: it was sealed under another. Start with the JWT_SECRET the deployment has used (the signing keys and the sessions depend on it)`,
+    );
+    this.name = 'SealedKeyError';
+  }
+}
+
 export interface SigningKeysOptions {
   db: Executor;
   /** The `iss` of the tokens these keys sign: the service's public URL. */
@@ -217,10 +227,12 @@ export class SigningKeys {
 
   /** One read at a time; a caller arriving while one runs waits for it, then reads again. */
   #reload(): Promise<void> {
-    const previous = this.#loading ?? Promise.resolve();
-    const next = previous.catch(() => {}).then(() => this.#read());
-    this.#loading = next.finally(() => {
-      if (this.#loading === next) this.#loading = undefined;
+    const next = (this.#loading ?? Promise.resolve()).then(() => this.#read());
+    // What the next caller waits for: this read, failed or not (its caller handles the failure).
+    const settled = next.catch(() => {});
+    this.#loading = settled;
+    void settled.then(() => {
+      if (this.#loading === settled) this.#loading = undefined;
     });
     return next;
   }
@@ -239,7 +251,11 @@ export class SigningKeys {
       if (row.status === 'current') {
         let privatePem = this.#opened.get(row.kid);
         if (privatePem === undefined) {
-          privatePem = unseal(this.#options.sealingKey, row.private_key_sealed, row.kid);
+          try {
+            privatePem = unseal(this.#options.sealingKey, row.private_key_sealed, row.kid);
+          } catch {
+            throw new SealedKeyError(row.kid);
+          }
           this.#opened.set(row.kid, privatePem);
         }
         current = { kid: row.kid, alg: row.alg, privatePem };
