@@ -183,6 +183,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     now: () => clock.now().getTime(),
   });
   app.decorate('accessTokens', accessTokens);
+  app.decorate('signingKeys', signingKeys);
 
   const redis = await connectRedis(config, app.log);
   if (redis !== undefined) app.addHook('onClose', () => closeRedis(redis));
@@ -224,6 +225,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     db,
     now: () => clock.now(),
     revocations,
+    signingKeys,
     policies: realtimePolicies,
     redis,
     events: metrics?.realtime,
@@ -232,6 +234,13 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   app.addHook('preClose', () => realtime.close());
   const stopRetention = startRetention(db, config.realtime.retentionDays, () => clock.now(), app.log);
   app.addHook('onClose', () => stopRetention());
+  if (config.signingKeyRotationDays !== undefined) {
+    const stopRotation = signingKeys.startAutomaticRotation(
+      config.signingKeyRotationDays,
+      config.accessTokenTtlSeconds,
+    );
+    app.addHook('onClose', () => stopRotation());
+  }
   const stopHousekeeping = startAuthHousekeeping(db, () => clock.now(), app.log);
   app.addHook('onClose', () => stopHousekeeping());
   const ctx: AppContext = {

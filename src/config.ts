@@ -65,9 +65,14 @@ const variables = {
       'must be one of fatal, error, warn, info, debug, trace, silent',
     ).default('info'),
   ),
-  /** Signing key for access tokens; when absent outside production one is generated and kept in the database. */
+  /** The secret the internal keys derive from; when absent outside production one is generated and kept in the database. */
   jwtSecret: env('JWT_SECRET', z.string().min(32, 'must be at least 32 characters').optional()),
   accessTokenTtlSeconds: env('ACCESS_TOKEN_TTL_SECONDS', seconds.default(15 * 60)),
+  /** Days a signing key signs before a new one takes over by itself; undefined: only administrators rotate. */
+  signingKeyRotationDays: env(
+    'SIGNING_KEY_ROTATION_DAYS',
+    wholeNumber(2, 3650, 'must be a whole number of days (2 to 3650), or unset for no automatic rotation').optional(),
+  ),
   refreshTokenTtlSeconds: env('REFRESH_TOKEN_TTL_SECONDS', seconds.default(30 * 24 * 3600)),
   /**
    * How long after a refresh token is rotated it still refreshes its session (to the current token)

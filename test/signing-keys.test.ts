@@ -6,6 +6,7 @@ import { createPublicKey } from 'node:crypto';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import jsonwebtoken from 'jsonwebtoken';
 import jwksClient from 'jwks-rsa';
+import { sql } from 'kysely';
 import { Migrator } from 'kysely/migration';
 import t, { type Test } from 'tap';
 import { LEGACY_TOKEN_ISSUER, TOKEN_AUDIENCE } from '../src/auth/access-token.ts';
@@ -17,13 +18,21 @@ import { buildAnotherInstance } from './helpers/app.ts';
 import { TestClock } from './helpers/clock.ts';
 import { usingPostgres } from './helpers/database.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
-import { RealtimeClients, urlOf } from './helpers/realtime-client.ts';
-import { accessClaims, forgeJwt, TEST_ISSUER } from './helpers/tokens.ts';
+import { disconnection, nextEvent, RealtimeClients, urlOf } from './helpers/realtime-client.ts';
+import { accessClaims, currentSigningKey, forgeJwt, TEST_ISSUER } from './helpers/tokens.ts';
 
 const JWT_SECRET = 'signing-keys-test-secret-0c5e9a1d7b3f4e26a8';
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'];
 
 const headerOf = (token: string) => decodeProtectedHeader(token);
+
+async function waitFor(condition: () => boolean, what: string, timeoutMs = 2_000): Promise<void> {
+  const start = Date.now();
+  while (!condition()) {
+    if (Date.now() - start > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
 
 interface KeyView {
   kid: string;
@@ -121,9 +130,14 @@ t.test('rotate and revoke, as two independent verifiers and the service see them
 
   const clients = new RealtimeClients(t, s.base);
   const openBefore = await clients.connect(user.accessToken);
-  t.ok(openBefore.connected, 'a socket opened with the old token');
+  const openAfter = await clients.connect(after.accessToken);
+  const ended = nextEvent<{ code: string; channel: null }>(openBefore, 'realtime:error');
+  const gone = disconnection(openBefore);
   const revoked = await s.post(`/api/auth/signing-keys/${oldKid}/revoke`);
   t.equal(revoked.statusCode, 200);
+  t.match(await ended, { code: 'UNAUTHORIZED', channel: null }, "the old key's open socket is told");
+  t.equal(await gone, 'io server disconnect', 'and disconnected');
+  t.ok(openAfter.connected, "the new key's socket stays");
   t.match(revoked.json(), { kid: oldKid, status: 'revoked', revokedAt: String });
   await t.rejects(s.joseVerify(user.accessToken), 'jose, with a fresh JWKS: the old token no longer verifies');
   await t.rejects(s.jwksRsaVerify(user.accessToken), 'jwks-rsa: neither');
@@ -199,6 +213,28 @@ t.test('standby keys, the algorithms, and the refusals', async (t) => {
   );
 });
 
+t.test('a stolen key signs nothing that outlives the lifetime of tokens, or a rotation', async (t) => {
+  const s = await setup(t);
+  const user = await s.signUp();
+  const stolen = await currentSigningKey(s.config, s.database.handle.db);
+  const now = Math.floor(Date.now() / 1000);
+  const claims = (overrides: Record<string, unknown>) =>
+    accessClaims(now, { sub: user.userId, sid: user.sessionId, ...overrides });
+  t.equal((await s.current(forgeJwt(stolen, claims({ exp: now + 900 })))).statusCode, 200, 'control: 15 minutes pass');
+  const decade = forgeJwt(stolen, claims({ exp: now + 10 * 365 * 86_400 }));
+  assertErrorBody(t, await s.current(decade), 401, 'AUTH_UNAUTHORIZED');
+  const missingIat = forgeJwt(stolen, (({ iat: _iat, ...rest }) => rest)(claims({ exp: now + 600 })));
+  assertErrorBody(t, await s.current(missingIat), 401, 'AUTH_UNAUTHORIZED');
+
+  // After a rotation the stolen key is previous: what it signed before still passes, nothing dated later.
+  const before = forgeJwt(stolen, claims({ exp: now + 600 }));
+  t.equal((await s.post('/api/auth/signing-keys/rotate')).statusCode, 200);
+  t.equal((await s.current(before)).statusCode, 200, 'a token it signed before the rotation passes');
+  const later = forgeJwt(stolen, claims({ iat: now + 120, exp: now + 720 }));
+  assertErrorBody(t, await s.current(later), 401, 'AUTH_UNAUTHORIZED');
+  t.pass('one dated after its retirement (and the minute of margin) does not');
+});
+
 t.test('the private halves are sealed at rest, bound to their kid', async (t) => {
   const s = await setup(t);
   await s.post('/api/auth/signing-keys', { alg: 'RS256' });
@@ -260,13 +296,66 @@ t.test(
     const { jti: _jti, ...oldClaims } = claims;
     const legacy = forgeJwt(JWT_SECRET, oldClaims);
     t.equal((await onB.current(legacy)).statusCode, 200, 'an HS256 token issued before the upgrade passes');
-    const farFuture = forgeJwt(JWT_SECRET, { ...oldClaims, iat: now + 10 * 86_400, exp: now + 11 * 86_400 });
+    const farFuture = forgeJwt(JWT_SECRET, { ...oldClaims, iat: now + 10 * 86_400, exp: now + 10 * 86_400 + 900 });
     clock.advance(15 * 60 + 1);
     assertErrorBody(t, await onB.current(legacy), 401, 'AUTH_UNAUTHORIZED');
     assertErrorBody(t, await onB.current(farFuture), 401, 'AUTH_UNAUTHORIZED');
     t.pass('one lifetime after the upgrade (by the clock, whatever the iat), HS256 passes no more');
     const fresh = await onB.signIn(user.email);
     t.equal(headerOf(fresh.accessToken).alg, 'ES256', 'and sessions go on with the signing keys');
+  },
+);
+
+t.test(
+  'automatic rotation: a standby a day ahead, the rotation on time, the previous key revoked after its tokens',
+  async (t) => {
+    const clock = new TestClock();
+    const a = await buildAccountsApp(t, { label: 'signing-keys-auto', env: { JWT_SECRET } });
+    const b = await buildAnotherInstance(t, a, { clock, env: { JWT_SECRET, SIGNING_KEY_ROTATION_DAYS: '30' } });
+    const step = () => b.app.signingKeys.rotateWhenDue(30, 900);
+    const states = async () => (await b.app.signingKeys.list()).map((k) => k.status).sort();
+    await step();
+    t.same(await states(), ['current'], 'a new key: nothing to do');
+    clock.advance(28 * 86_400);
+    await step();
+    t.same(await states(), ['current'], 'two days before its time: nothing yet');
+    clock.advance(86_400 + 60);
+    await step();
+    t.same(await states(), ['current', 'standby'], 'a day before: the successor is published');
+    const standby = (await b.app.signingKeys.list()).find((k) => k.status === 'standby')?.kid;
+    await step();
+    t.same(await states(), ['current', 'standby'], 'once only');
+    clock.advance(86_400);
+    await step();
+    t.same(await states(), ['current', 'previous'], 'on time: the rotation');
+    t.equal(b.app.signingKeys.current().kid, standby, 'to the key published a day before');
+    clock.advance(900);
+    await step();
+    t.same(await states(), ['current', 'previous'], 'the previous key stays while its tokens may live');
+    clock.advance(61);
+    await step();
+    t.same(await states(), ['current', 'revoked'], 'then it is revoked');
+  },
+);
+
+t.test(
+  'an instance whose read of the keys failed reads them again until it succeeds',
+  { skip: !usingPostgres && 'PostgreSQL only' },
+  async (t) => {
+    const s = await setup(t);
+    const b = await buildAnotherInstance(t, s, { ownConnection: true });
+    const db = s.database.handle.db;
+    const standby = (await s.post('/api/auth/signing-keys', {})).json().kid as string;
+    await waitFor(() => b.app.signingKeys.verifying(standby) !== undefined, 'B knows the standby key');
+    // A notification whose read fails on B (the table is away for a moment)...
+    await sql`alter table signing_keys rename to signing_keys_away`.execute(db);
+    await sql`select pg_notify('auth_signing_keys', 'x')`.execute(db);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sql`alter table signing_keys_away rename to signing_keys`.execute(db);
+    // ...then a change nobody announces: B learns of it only by reading again.
+    await sql`update signing_keys set status = 'revoked', revoked_at = now() where kid = ${standby}`.execute(db);
+    await waitFor(() => b.app.signingKeys.verifying(standby) === undefined, 'B reads the keys again', 4_000);
+    t.pass('B read the keys again after its failed read, and knows of the revocation');
   },
 );
 

@@ -36,6 +36,8 @@ declare module 'fastify' {
     sessionRevocations: SessionRevocations;
     /** Signs and verifies access tokens (buildApp decorates the app with them). */
     accessTokens: AccessTokens;
+    /** The keys that sign them. */
+    signingKeys: SigningKeys;
   }
   interface FastifyRequest {
     /** The verified claims of the request's access token (set by bearerAuth). */
@@ -107,6 +109,12 @@ export interface AccessTokensOptions {
 }
 
 const CLAIMS_REQUIRED = ['sub', 'sid', 'role', 'token_use', 'iss', 'aud', 'iat', 'exp'];
+/**
+ * How far a token's `iat` may be past its key's retirement: an instance that has not heard of a
+ * rotation yet signs with the old key for a moment (the change reaches every instance within 2 s),
+ * and clocks differ a little.
+ */
+const RETIREMENT_MARGIN_MS = 60_000;
 
 /**
  * Signs access tokens with the current signing key (its kid in the header, a fresh `jti` in each)
@@ -170,10 +178,34 @@ export class AccessTokens {
     } catch (err) {
       throw new AccessTokenRefused((err as { code?: string }).code === 'FAST_JWT_EXPIRED' ? 'expired' : 'invalid');
     }
-    if (!hasAccessTokenClaims(claims)) throw new AccessTokenRefused('invalid');
+    if (!hasAccessTokenClaims(claims) || !this.#withinLifetime(claims, legacy ? undefined : (kid as string))) {
+      throw new AccessTokenRefused('invalid');
+    }
     // Not an HS256 token: its window closes by the app's clock, which the cache does not follow.
     if (!legacy) this.#verified.set(token, claims, now);
     return claims;
+  }
+
+  /** The key id in a token's header, without verifying it (undefined when there is none). */
+  kidOf(token: string): string | undefined {
+    try {
+      const { kid } = (this.#decode(token) as { header: Record<string, unknown> }).header;
+      return typeof kid === 'string' ? kid : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Whether the token lives no longer than the service issues them (`exp - iat` at most the
+   * access-token TTL) and, when its key has been retired, was issued before that: whoever took a
+   * retired key's private half cannot make tokens with it that outlive a rotation.
+   */
+  #withinLifetime(claims: AccessTokenClaims, kid: string | undefined): boolean {
+    const { iat, exp } = claims;
+    if (typeof iat !== 'number' || typeof exp !== 'number' || exp - iat > this.#options.ttlSeconds) return false;
+    const retiredAt = kid === undefined ? undefined : this.#options.keys.verifying(kid)?.retiredAt;
+    return retiredAt === undefined || iat * 1000 <= retiredAt + RETIREMENT_MARGIN_MS;
   }
 
   #verifierFor(kid: string, alg: unknown): ((token: string) => AccessTokenClaims) | undefined {

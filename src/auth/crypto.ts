@@ -56,7 +56,9 @@ export function seal(key: Buffer, plaintext: string, context: string): string {
 export function unseal(key: Buffer, sealed: string, context: string): string {
   if (!sealed.startsWith(SEALED_PREFIX)) throw new Error('not a sealed value');
   const raw = Buffer.from(sealed.slice(SEALED_PREFIX.length), 'base64url');
-  const decipher = createDecipheriv('aes-256-gcm', key, raw.subarray(0, 12));
+  if (raw.length < 28) throw new Error('not a sealed value');
+  // The whole 16-byte tag, always: GCM would accept a shortened one.
+  const decipher = createDecipheriv('aes-256-gcm', key, raw.subarray(0, 12), { authTagLength: 16 });
   decipher.setAAD(Buffer.from(context));
   decipher.setAuthTag(raw.subarray(12, 28));
   return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');

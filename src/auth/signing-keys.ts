@@ -4,6 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { components } from '../../generated/openapi.ts';
 import type { NotificationListener } from '../db/notification-listener.ts';
 import {
+  applyRotationSchedule,
   insertFirstKey,
   insertStandbyKey,
   listSigningKeys,
@@ -16,9 +17,12 @@ import {
 } from '../db/repositories/signing-keys.ts';
 import type { Executor } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
+import { startPeriodicJob } from '../periodic-job.ts';
 import { seal, unseal } from './crypto.ts';
 
 const generate = promisify(generateKeyPair);
+const HOUR_MS = 3_600_000;
+const DAY_MS = 24 * HOUR_MS;
 
 /** The public half of a key as published in the JWKS. */
 export type PublicJwk = components['schemas']['Jwk'];
@@ -38,6 +42,8 @@ export interface VerifyingKey {
   kid: string;
   alg: SigningKeyAlgorithm;
   publicPem: string;
+  /** When a rotation made it previous (ms since the epoch): it signed nothing after. Undefined while it has not. */
+  retiredAt: number | undefined;
 }
 
 /** The members a JWK's public half may have; anything else (d, p, q, dp, dq, qi, k) never leaves. */
@@ -117,6 +123,10 @@ export class SigningKeys {
   readonly #opened = new Map<string, string>();
   readonly #listeners = new Set<() => void>();
   #loading: Promise<void> | undefined;
+  /** Set while the last read failed: the listener then polls until one succeeds (no change is missed). */
+  #stale = false;
+  /** The administrators' changes on this instance, one at a time (no key is made for a change bound to be refused). */
+  #changes: Promise<unknown> = Promise.resolve();
   readonly #unsubscribe: () => void;
 
   constructor(options: SigningKeysOptions) {
@@ -129,7 +139,7 @@ export class SigningKeys {
         reload().catch((err: Error) => options.log.error({ err }, 'signing keys: reload failed'));
       },
       onConnected: reload,
-      ...(options.notifications.connects ? { poll: reload } : {}),
+      ...(options.notifications.connects ? { poll: reload, missesNotifications: () => this.#stale } : {}),
     });
   }
 
@@ -188,7 +198,25 @@ export class SigningKeys {
     return (await listSigningKeys(this.#options.db)).map(toView);
   }
 
-  async create(alg: SigningKeyAlgorithm): Promise<SigningKeyView> {
+  create(alg: SigningKeyAlgorithm): Promise<SigningKeyView> {
+    return this.#oneAtATime(() => this.#create(alg));
+  }
+
+  rotate(): Promise<SigningKeyView[]> {
+    return this.#oneAtATime(() => this.#rotate());
+  }
+
+  revoke(kid: string): Promise<SigningKeyView> {
+    return this.#oneAtATime(() => this.#revoke(kid));
+  }
+
+  #oneAtATime<T>(change: () => Promise<T>): Promise<T> {
+    const next = this.#changes.then(change, change);
+    this.#changes = next.catch(() => {});
+    return next;
+  }
+
+  async #create(alg: SigningKeyAlgorithm): Promise<SigningKeyView> {
     const standbyExists = () =>
       new ApiError('SIGNING_KEY_STATE', 'There is a standby signing key already; rotate to it or revoke it first');
     // Checked before making a key (an RSA key takes a while), and again under the lock.
@@ -200,22 +228,57 @@ export class SigningKeys {
     return toView(row);
   }
 
-  async rotate(): Promise<SigningKeyView[]> {
+  async #rotate(): Promise<SigningKeyView[]> {
     const { db, now } = this.#options;
-    // A key is made only when there is no standby to rotate to (or it was revoked meanwhile).
-    const rotated =
-      ((await this.#hasStandby()) ? await rotateKeys(db, undefined, now()) : undefined) ??
-      (await rotateKeys(db, await createKeyMaterial('ES256', this.#options.sealingKey), now()));
-    if (rotated === undefined) throw new Error('signing keys: the rotation made no key current');
+    // A key is made only when there is no standby to rotate to. When the standby seen is gone by
+    // the time the lock is held, another instance rotated to it at the same moment: that rotation
+    // is this one (rotating again would make current a key no verifier has seen published).
+    if (await this.#hasStandby()) await rotateKeys(db, undefined, now());
+    else await rotateKeys(db, await createKeyMaterial('ES256', this.#options.sealingKey), now());
     await this.#reload();
     return this.#rows.map(toView);
+  }
+
+  /**
+   * Automatic rotation (SIGNING_KEY_ROTATION_DAYS): one step of the schedule (see
+   * applyRotationSchedule): a key signs for `days`, its successor is published a day ahead, and a
+   * previous key is revoked once its last tokens have expired (`tokenTtlSeconds`, and a minute).
+   */
+  async rotateWhenDue(days: number, tokenTtlSeconds: number): Promise<void> {
+    const schedule = {
+      now: this.#options.now(),
+      signMs: days * DAY_MS,
+      leadMs: DAY_MS,
+      keepPreviousMs: (tokenTtlSeconds + 60) * 1000,
+    };
+    let outcome = await applyRotationSchedule(this.#options.db, schedule, undefined);
+    if (outcome.needsKey) {
+      const fresh = await createKeyMaterial('ES256', this.#options.sealingKey);
+      outcome = await applyRotationSchedule(this.#options.db, schedule, fresh);
+    }
+    if (!outcome.changed) return;
+    await this.#reload();
+    this.#options.log.info(
+      { keys: this.#rows.map((r) => ({ kid: r.kid, status: r.status })) },
+      'signing keys: automatic rotation changed the keys',
+    );
+  }
+
+  /** Runs rotateWhenDue every hour (and 5 s after start); returns the stop. */
+  startAutomaticRotation(days: number, tokenTtlSeconds: number): () => Promise<void> {
+    return startPeriodicJob(
+      'signing keys: automatic rotation',
+      () => this.rotateWhenDue(days, tokenTtlSeconds),
+      HOUR_MS,
+      this.#options.log,
+    );
   }
 
   async #hasStandby(): Promise<boolean> {
     return (await listSigningKeys(this.#options.db)).some((r) => r.status === 'standby');
   }
 
-  async revoke(kid: string): Promise<SigningKeyView> {
+  async #revoke(kid: string): Promise<SigningKeyView> {
     const outcome = await revokeKey(this.#options.db, kid, this.#options.now());
     if ('refused' in outcome) {
       if (outcome.refused === 'unknown') throw new ApiError('NOT_FOUND', 'No signing key has this kid');
@@ -227,7 +290,17 @@ export class SigningKeys {
 
   /** One read at a time; a caller arriving while one runs waits for it, then reads again. */
   #reload(): Promise<void> {
-    const next = (this.#loading ?? Promise.resolve()).then(() => this.#read());
+    const next = (this.#loading ?? Promise.resolve())
+      .then(() => this.#read())
+      .then(
+        () => {
+          this.#stale = false;
+        },
+        (err: unknown) => {
+          this.#stale = true;
+          throw err;
+        },
+      );
     // What the next caller waits for: this read, failed or not (its caller handles the failure).
     const settled = next.catch(() => {});
     this.#loading = settled;
@@ -247,7 +320,7 @@ export class SigningKeys {
         type: 'spki',
         format: 'pem',
       }) as string;
-      verifying.set(row.kid, { kid: row.kid, alg: row.alg, publicPem });
+      verifying.set(row.kid, { kid: row.kid, alg: row.alg, publicPem, retiredAt: row.retired_at?.getTime() });
       if (row.status === 'current') {
         let privatePem = this.#opened.get(row.kid);
         if (privatePem === undefined) {

@@ -17,6 +17,8 @@ export interface Caller {
   presenceId: string;
   /** When the access token expires (ms since the epoch); undefined when anonymous. */
   expiresAt: number | undefined;
+  /** The signing key of the access token (its kid); undefined when anonymous or for an HS256 token. */
+  signingKey: string | undefined;
 }
 export type RealtimeSocket = Socket<Record<string, never>, Record<string, (...args: unknown[]) => void>, never, Caller>;
 
@@ -77,7 +79,13 @@ export function admitSockets(io: Server, { app, config, quota, log }: HandshakeO
       });
     if (token === undefined || token === null || token === '') {
       if (config.realtime.allowAnon) {
-        socket.data = { userId: undefined, sessionId: undefined, presenceId, expiresAt: undefined } satisfies Caller;
+        socket.data = {
+          userId: undefined,
+          sessionId: undefined,
+          presenceId,
+          expiresAt: undefined,
+          signingKey: undefined,
+        } satisfies Caller;
         // Anonymous sockets are counted per client address, against the same limit.
         return void placeTaken(`anon:${clientAddress(socket.request, trustProxy)}`);
       }
@@ -91,6 +99,7 @@ export function admitSockets(io: Server, { app, config, quota, log }: HandshakeO
         sessionId: claims.sid,
         presenceId,
         expiresAt: claims.exp === undefined ? undefined : claims.exp * 1000,
+        signingKey: app.accessTokens.kidOf(token),
       } satisfies Caller;
       void placeTaken(claims.sub);
     } catch (err) {

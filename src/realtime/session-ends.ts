@@ -1,30 +1,73 @@
 import type { SessionRevocations } from '../auth/session-revocations.ts';
+import type { SigningKeys } from '../auth/signing-keys.ts';
 import { emitRealtimeError, type RealtimeSocket } from './handshake.ts';
 
 const SESSION_REVOKED_MESSAGE = 'This session has ended; sign in again';
+const KEY_REVOKED_MESSAGE = 'The key that signed the access token was revoked; refresh the session and reconnect';
 /** setTimeout's longest delay. */
 const MAX_TIMER_MS = 2_147_483_647;
 
 export interface SessionEnds {
   /**
    * Watches a connected socket: told SESSION_REVOKED and disconnected when its session is revoked
-   * (here or on another instance), TOKEN_EXPIRED when its access token expires. False if the session
-   * was revoked already (the socket has been disconnected).
+   * (here or on another instance), UNAUTHORIZED when the key that signed its token is revoked,
+   * TOKEN_EXPIRED when its access token expires. False if the session was revoked already (the
+   * socket has been disconnected).
    */
   watch(socket: RealtimeSocket): boolean;
   close(): void;
 }
 
-/** Ends signed-in sockets with their sessions and access tokens. */
-export function watchSessionEnds(revocations: SessionRevocations): SessionEnds {
+/** Sockets by a key (a session id, a signing key's kid), each dropped from its set when it disconnects. */
+class SocketIndex {
+  readonly #sockets = new Map<string, Set<RealtimeSocket>>();
+
+  add(key: string, socket: RealtimeSocket): void {
+    let sockets = this.#sockets.get(key);
+    if (sockets === undefined) {
+      sockets = new Set();
+      this.#sockets.set(key, sockets);
+    }
+    sockets.add(socket);
+    socket.once('disconnect', () => {
+      const current = this.#sockets.get(key);
+      current?.delete(socket);
+      if (current?.size === 0) this.#sockets.delete(key);
+    });
+  }
+
+  /** The sockets under `key` (a copy: ending them changes the set). */
+  get(key: string): RealtimeSocket[] {
+    return [...(this.#sockets.get(key) ?? [])];
+  }
+
+  keys(): string[] {
+    return [...this.#sockets.keys()];
+  }
+}
+
+/** Ends signed-in sockets with their sessions, their tokens' signing keys and their access tokens. */
+export function watchSessionEnds(
+  revocations: SessionRevocations,
+  keys: Pick<SigningKeys, 'onChange' | 'verifying'>,
+): SessionEnds {
   /** This instance's signed-in sockets by session id, so that a revocation finds them without a scan. */
-  const bySession = new Map<string, Set<RealtimeSocket>>();
+  const bySession = new SocketIndex();
+  /** And by the kid of their token, so that a revoked key's sockets are found. */
+  const byKey = new SocketIndex();
   const stopRevocations = revocations.onRevoked((sessionId) => {
-    const sockets = bySession.get(sessionId);
-    if (sockets === undefined) return;
-    for (const socket of [...sockets]) {
+    for (const socket of bySession.get(sessionId)) {
       emitRealtimeError(socket, 'SESSION_REVOKED', SESSION_REVOKED_MESSAGE, null);
       socket.disconnect(true);
+    }
+  });
+  const stopKeys = keys.onChange(() => {
+    for (const kid of byKey.keys()) {
+      if (keys.verifying(kid) !== undefined) continue;
+      for (const socket of byKey.get(kid)) {
+        emitRealtimeError(socket, 'UNAUTHORIZED', KEY_REVOKED_MESSAGE, null);
+        socket.disconnect(true);
+      }
     }
   });
 
@@ -35,17 +78,7 @@ export function watchSessionEnds(revocations: SessionRevocations): SessionEnds {
       socket.disconnect(true);
       return false;
     }
-    let sockets = bySession.get(sessionId);
-    if (sockets === undefined) {
-      sockets = new Set();
-      bySession.set(sessionId, sockets);
-    }
-    sockets.add(socket);
-    socket.once('disconnect', () => {
-      const current = bySession.get(sessionId);
-      current?.delete(socket);
-      if (current?.size === 0) bySession.delete(sessionId);
-    });
+    bySession.add(sessionId, socket);
     return true;
   };
 
@@ -72,11 +105,23 @@ export function watchSessionEnds(revocations: SessionRevocations): SessionEnds {
 
   return {
     watch(socket) {
-      const { sessionId, expiresAt } = socket.data;
+      const { sessionId, expiresAt, signingKey } = socket.data;
       if (sessionId !== undefined && !watchSession(socket, sessionId)) return false;
+      if (signingKey !== undefined) {
+        // Revoked between the handshake's check and now: the change did not find this socket.
+        if (keys.verifying(signingKey) === undefined) {
+          emitRealtimeError(socket, 'UNAUTHORIZED', KEY_REVOKED_MESSAGE, null);
+          socket.disconnect(true);
+          return false;
+        }
+        byKey.add(signingKey, socket);
+      }
       if (expiresAt !== undefined) watchExpiry(socket, expiresAt);
       return true;
     },
-    close: stopRevocations,
+    close() {
+      stopRevocations();
+      stopKeys();
+    },
   };
 }

@@ -5,6 +5,7 @@ import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import { Server } from 'socket.io';
 import type { SessionRevocations } from '../auth/session-revocations.ts';
+import type { SigningKeys } from '../auth/signing-keys.ts';
 import type { Config } from '../config.ts';
 import { socketOriginAllowed } from '../cors.ts';
 import type { Database } from '../db/schema.ts';
@@ -50,6 +51,8 @@ export interface RealtimeServerOptions {
   db: Kysely<Database>;
   now: () => Date;
   revocations: SessionRevocations;
+  /** The keys of access tokens: a revoked key's sockets are ended. */
+  signingKeys: Pick<SigningKeys, 'onChange' | 'verifying'>;
   /** Says when policies or channels change (re-checks every live subscription). */
   policies: PolicyCache;
   /** Counts sockets per user across instances; undefined: per instance. */
@@ -77,7 +80,7 @@ const PUBLISH_SLOT_WAIT_MS = 2_000;
  * sockets are told (SESSION_REVOKED) and disconnected. Protocol: asyncapi.yaml.
  */
 export function startRealtimeServer(app: FastifyInstance, options: RealtimeServerOptions): RealtimeServer {
-  const { config, db, now, revocations, policies, redis, events } = options;
+  const { config, db, now, revocations, signingKeys, policies, redis, events } = options;
   const log = app.log.child({ component: 'realtime' });
   const io = new Server(app.server, {
     path: SOCKET_PATH,
@@ -98,7 +101,7 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
   );
   const publish = (input: PublishInput) =>
     publishMessage(db, fanout, slots, input, now(), config.realtime.maxPayloadBytes);
-  const sessionEnds = watchSessionEnds(revocations);
+  const sessionEnds = watchSessionEnds(revocations, signingKeys);
   const live = new LiveSubscriptions({
     db,
     policies,

@@ -147,7 +147,11 @@ export async function revokeKey(db: Executor, kid: string, now: Date): Promise<R
     const key = await trx.selectFrom('signing_keys').select(columns).where('kid', '=', kid).executeTakeFirst();
     if (key === undefined) return { refused: 'unknown' };
     if (key.status === 'current') return { refused: 'current' };
-    if (key.status === 'revoked') return { revoked: key };
+    if (key.status === 'revoked') {
+      // Announced again: an instance that missed the first announcement (its read failed) hears it now.
+      await announce(trx, kid);
+      return { revoked: key };
+    }
     const revoked = await trx
       .updateTable('signing_keys')
       .set({ status: 'revoked', revoked_at: now })
@@ -156,6 +160,79 @@ export async function revokeKey(db: Executor, kid: string, now: Date): Promise<R
       .executeTakeFirstOrThrow();
     await announce(trx, kid);
     return { revoked };
+  });
+}
+
+/** Automatic rotation: how long a key signs, how early its successor is published, how long a previous key stays. */
+export interface RotationSchedule {
+  now: Date;
+  signMs: number;
+  leadMs: number;
+  keepPreviousMs: number;
+}
+
+export interface ScheduleOutcome {
+  /** A standby key is due and none was given: make one and call again. */
+  needsKey: boolean;
+  changed: boolean;
+}
+
+/**
+ * One step of automatic rotation, under the keys' lock (so that instances running it at once change
+ * nothing twice): publish a standby key `leadMs` before the current key's time is up (`fresh`),
+ * rotate to it once the time is up and it has been published for `leadMs`, and revoke the previous
+ * keys retired more than `keepPreviousMs` ago (their tokens have expired).
+ */
+export async function applyRotationSchedule(
+  db: Executor,
+  schedule: RotationSchedule,
+  fresh: NewSigningKey | undefined,
+): Promise<ScheduleOutcome> {
+  return db.transaction().execute(async (trx) => {
+    await lockKeys(trx);
+    const { now } = schedule;
+    const keys = await trx
+      .selectFrom('signing_keys')
+      .select(['kid', 'status', 'created_at', 'activated_at', 'retired_at'])
+      .where('status', '!=', 'revoked')
+      .execute();
+    const current = keys.find((k) => k.status === 'current');
+    if (current?.activated_at == null) return { needsKey: false, changed: false };
+    let standby = keys.find((k) => k.status === 'standby');
+    let changed = false;
+    const dueAt = current.activated_at.getTime() + schedule.signMs;
+    if (standby === undefined && now.getTime() >= dueAt - schedule.leadMs) {
+      if (fresh === undefined) return { needsKey: true, changed: false };
+      standby = await insert(trx, fresh, 'standby', now);
+      changed = true;
+    }
+    if (
+      standby !== undefined &&
+      now.getTime() >= dueAt &&
+      now.getTime() >= standby.created_at.getTime() + schedule.leadMs
+    ) {
+      await trx
+        .updateTable('signing_keys')
+        .set({ status: 'previous', retired_at: now })
+        .where('kid', '=', current.kid)
+        .execute();
+      await trx
+        .updateTable('signing_keys')
+        .set({ status: 'current', activated_at: now })
+        .where('kid', '=', standby.kid)
+        .execute();
+      changed = true;
+    }
+    const expired = await trx
+      .updateTable('signing_keys')
+      .set({ status: 'revoked', revoked_at: now })
+      .where('status', '=', 'previous')
+      .where('retired_at', '<=', new Date(now.getTime() - schedule.keepPreviousMs))
+      .returning('kid')
+      .execute();
+    if (expired.length > 0) changed = true;
+    if (changed) await announce(trx, current.kid);
+    return { needsKey: false, changed };
   });
 }
 
