@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import t from 'tap';
 import { freePort } from '../scripts/lib/service-process.ts';
-import { buildAppCapturingLogs, buildTestApp } from './helpers/app.ts';
+import { buildAnotherInstance, buildAppCapturingLogs, buildTestApp } from './helpers/app.ts';
 import { newRedisKeyPrefix } from './helpers/auth.ts';
 import { assertTokensLimited } from './helpers/error-body.ts';
 import { deleteRedisKeys, redisAvailable, TEST_REDIS_URL } from './helpers/redis.ts';
@@ -37,8 +37,10 @@ t.test('across instances through Redis (REDIS_URL): one count per user', async (
     REDIS_KEY_PREFIX: prefix,
     JWT_SECRET: randomBytes(32).toString('base64url'),
   };
-  const { app: a } = await buildTestApp(t, { env });
-  const { app: b } = await buildTestApp(t, { env });
+  const first = await buildTestApp(t, { env });
+  const a = first.app;
+  // Instance B on A's database (and so its signing keys), sharing A's Redis.
+  const { app: b } = await buildAnotherInstance(t, first);
   const ann = accessTokenFor(a);
   const annId = JSON.parse(Buffer.from(ann.split('.')[1] as string, 'base64url').toString()).sub as string;
 
