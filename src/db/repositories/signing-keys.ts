@@ -48,6 +48,11 @@ async function lockKeys(db: Executor): Promise<void> {
   await sql`select pg_advisory_xact_lock(hashtext('signing_keys'))`.execute(db);
 }
 
+/** The key in a state that only one key may be in (current, standby), if any. */
+function keyIn(db: Executor, status: 'current' | 'standby'): Promise<{ kid: string } | undefined> {
+  return db.selectFrom('signing_keys').select('kid').where('status', '=', status).executeTakeFirst();
+}
+
 async function announce(db: Executor, kid: string): Promise<void> {
   await sql`select pg_notify(${SIGNING_KEYS_CHANNEL}, ${kid})`.execute(db);
 }
@@ -74,11 +79,7 @@ function insert(db: Executor, key: NewSigningKey, status: 'standby' | 'current',
 export async function insertFirstKey(db: Executor, key: NewSigningKey, now: Date): Promise<boolean> {
   return db.transaction().execute(async (trx) => {
     await lockKeys(trx);
-    const current = await trx
-      .selectFrom('signing_keys')
-      .select('kid')
-      .where('status', '=', 'current')
-      .executeTakeFirst();
+    const current = await keyIn(trx, 'current');
     if (current !== undefined) return false;
     await insert(trx, key, 'current', now);
     await announce(trx, key.kid);
@@ -94,11 +95,7 @@ export async function insertStandbyKey(
 ): Promise<SigningKeyRow | undefined> {
   return db.transaction().execute(async (trx) => {
     await lockKeys(trx);
-    const standby = await trx
-      .selectFrom('signing_keys')
-      .select('kid')
-      .where('status', '=', 'standby')
-      .executeTakeFirst();
+    const standby = await keyIn(trx, 'standby');
     if (standby !== undefined) return undefined;
     const row = await insert(trx, key, 'standby', now);
     await announce(trx, key.kid);
@@ -118,7 +115,7 @@ export async function rotateKeys(
 ): Promise<string | undefined> {
   return db.transaction().execute(async (trx) => {
     await lockKeys(trx);
-    let standby = await trx.selectFrom('signing_keys').select('kid').where('status', '=', 'standby').executeTakeFirst();
+    let standby = await keyIn(trx, 'standby');
     if (standby === undefined) {
       if (fresh === undefined) return undefined;
       standby = await insert(trx, fresh, 'standby', now);
