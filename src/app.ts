@@ -8,7 +8,7 @@ import { deriveKeys } from './auth/crypto.ts';
 import { startAuthHousekeeping } from './auth/housekeeping.ts';
 import { registerPasswordHashing } from './auth/password-hashing.ts';
 import { registerResetPasswordPage } from './auth/reset-password-page.ts';
-import { resolveJwtSecret } from './auth/service-secret.ts';
+import { resolveJwtSecret, resolveTokenIssuer } from './auth/service-secret.ts';
 import { createSessionRevocations } from './auth/session-revocations.ts';
 import { createSignInThrottle } from './auth/sign-in-throttle.ts';
 import { SigningKeys } from './auth/signing-keys.ts';
@@ -160,7 +160,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   app.addHook('onClose', () => realtimePolicies.close());
   const signingKeys = new SigningKeys({
     db,
-    issuer: config.publicUrl.replace(/\/+$/, ''),
+    issuer: await resolveTokenIssuer(config, db),
     sealingKey: keys.signingKeys,
     notifications,
     log: app.log,

@@ -272,6 +272,8 @@ export type DatabaseConfig =
 interface Computed {
   database: DatabaseConfig;
   publicUrl: string;
+  /** The `iss` of access tokens: PUBLIC_URL when set; undefined: the one the first instance kept (src/auth/service-secret.ts). */
+  tokenIssuer: string | undefined;
   emailVerifyUrl: string;
   resetPasswordUrl: string;
   authRedirectAllowlist: readonly string[];
@@ -417,6 +419,7 @@ export function loadConfig(environment: Env = process.env): Readonly<Config> {
   const computed: Computed = {
     database,
     publicUrl,
+    tokenIssuer: e.publicUrl?.replace(/\/+$/, ''),
     emailVerifyUrl: e.emailVerifyUrl ?? `${publicUrl}/auth/verify-email`,
     resetPasswordUrl: e.resetPasswordUrl ?? `${publicUrl}/auth/reset-password`,
     authRedirectAllowlist:

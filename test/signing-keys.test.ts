@@ -15,6 +15,7 @@ import { migrations } from '../src/db/migrate.ts';
 import { describeStartFailure } from '../src/start-failure.ts';
 import { ADMIN_PASSWORD, accountCalls, bearer, buildAccountsApp, type MobileSession } from './helpers/accounts.ts';
 import { buildAnotherInstance } from './helpers/app.ts';
+import { decodeClaims } from './helpers/auth.ts';
 import { TestClock } from './helpers/clock.ts';
 import { usingPostgres } from './helpers/database.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
@@ -260,6 +261,32 @@ t.test('the private halves are sealed at rest, bound to their kid', async (t) =>
     );
   }
 });
+
+t.test(
+  "without PUBLIC_URL, instances on other ports keep the first one's issuer and accept each other's tokens",
+  async (t) => {
+    const s = await setup(t);
+    const b = await buildAnotherInstance(t, s, { env: { JWT_SECRET, PORT: '7131' } });
+    t.equal(b.config.publicUrl, 'http://127.0.0.1:7131', "B's own address differs");
+    const onB = accountCalls(b.app);
+    const fromB = await onB.signIn(s.adminEmail, ADMIN_PASSWORD);
+    t.equal(decodeClaims(fromB.accessToken).iss, TEST_ISSUER, "B signs with the first instance's issuer");
+    t.equal((await s.current(fromB.accessToken)).statusCode, 200, "A accepts B's token");
+    t.equal((await onB.current(s.admin.accessToken)).statusCode, 200, "and B accepts A's");
+    const withUrl = await buildAnotherInstance(t, s, {
+      env: { JWT_SECRET, PUBLIC_URL: 'https://accounts.example.com/' },
+    });
+    const discovery = await withUrl.app.inject({ url: '/.well-known/openid-configuration' });
+    t.match(
+      discovery.json(),
+      {
+        issuer: 'https://accounts.example.com',
+        jwks_uri: 'https://accounts.example.com/.well-known/jwks.json',
+      },
+      'PUBLIC_URL, when set, is the issuer',
+    );
+  },
+);
 
 t.test('another JWT_SECRET cannot open the keys: the start stops and says why', async (t) => {
   const s = await setup(t);
