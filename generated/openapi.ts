@@ -1652,7 +1652,10 @@ export interface components {
          */
         SessionResult: {
             user: components["schemas"]["User"];
-            /** @description A JWT access token, valid for 15 minutes. Send it as `Authorization: Bearer <accessToken>`. */
+            /**
+             * @description A JWT access token, valid for 15 minutes. Send it as `Authorization: Bearer <accessToken>`.
+             *     Its claims are `AccessTokenClaims`; other services verify it with `GET /.well-known/jwks.json`.
+             */
             accessToken: string;
             /** @description Web clients only; send it in the `X-CSRF-Token` header when refreshing or logging out. `null` for mobile and desktop clients. */
             csrfToken: string | null;
