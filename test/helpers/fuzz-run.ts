@@ -616,10 +616,12 @@ function routerExpectation(
         return { statuses: [400], why: `path ${param.name} ${JSON.stringify(text)} is not percent-decodable` };
       }
     }
-    // "." and ".." (or "%2e") are dot segments: URL parsers (WHATWG's) remove them before sending,
-    // so the request goes to another path, which no operation has.
-    if (decoded === '.' || decoded === '..') {
-      return { statuses: [404], why: `path ${param.name} ${JSON.stringify(text)} is a dot segment` };
+    // Followed by more of the path, a dot segment ("%2e") is removed and a "#" ends the path: the
+    // request addresses another path (another route, or none), whose answer this case cannot tell.
+    // As the last segment, the value reaches the operation as it is.
+    const last = new RegExp(`[:{]${param.name}}?$`).test(op.routePath);
+    if (!last && (decoded === '.' || decoded === '..' || text.includes('#'))) {
+      return { statuses: [400, 404, 405], why: `path ${param.name} ${JSON.stringify(text)} changes the path` };
     }
   }
   return undefined;

@@ -33,6 +33,8 @@ const ANNOTATIONS = new Set([
   'deprecated',
   'readOnly',
   'writeOnly',
+  // What a string carries (a JWT's claims): an annotation, no constraint on the string.
+  'contentSchema',
   'contentEncoding',
   'contentMediaType',
   '$comment',
