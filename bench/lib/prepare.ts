@@ -168,6 +168,9 @@ export async function prepareDatabase(o: PrepareOptions): Promise<PreparedDataba
   const database = await openDatabase(config);
   try {
     await migrateToLatest(database.db);
+    // Keys that a kept database got under another JWT_SECRET (an earlier version of the bench made a
+    // new one every run) cannot be opened: the service makes a fresh first key instead.
+    await sql`delete from signing_keys`.execute(database.db);
     const have = await seededUsers(database.db);
     if (have < o.users) {
       process.stderr.write(`seeding ${(o.users - have).toLocaleString('en-US')} users (kept for later runs)\n`);

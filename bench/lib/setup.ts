@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import {
   BUILT_SERVER,
   freePort,
@@ -61,8 +61,9 @@ export async function adminAccessToken(base: string): Promise<string> {
  */
 export const benchServiceEnv = {
   NODE_ENV: 'production',
-  // Production refuses weak secrets; the prepared accounts are rebuilt in this process on every run.
-  JWT_SECRET: randomBytes(48).toString('base64'),
+  // Production refuses weak secrets. One for every run and process (the suite, then the soak, on the
+  // same kept database): the signing keys are sealed under it.
+  JWT_SECRET: createHash('sha512').update('accounts-service benchmark databases, on loopback only').digest('base64'),
   SMTP_URL: 'smtp://127.0.0.1:9',
   LOG_LEVEL: 'warn',
   ...benchAdminEnv,
