@@ -117,7 +117,11 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   app.setNotFoundHandler(notFoundHandler);
   // An unknown path (or a method its path does not take) is 404 or 405 whatever its body: never
   // 413 or 415 for a body nobody will read.
-  app.addHook('preParsing', async (request, _reply, payload) => (request.is404 ? withoutBody(request) : payload));
+  // A callback, not an async function: this runs for every request, and a promise per request cost
+  // the fastest route (GET /api/realtime/permissions) about 40% of its throughput.
+  app.addHook('preParsing', (request, _reply, payload, done) => {
+    done(null, request.is404 ? withoutBody(request) : payload);
+  });
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
