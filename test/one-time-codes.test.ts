@@ -9,7 +9,7 @@ import { MAX_CODE_ATTEMPTS_PER_DAY, MAX_CODE_FAILURES } from '../src/auth/auth-c
 import { deriveKeys, hashPassword, sha256Hex } from '../src/auth/crypto.ts';
 import { oneTimeCodeHmac } from '../src/auth/one-time-codes.ts';
 import { migrations } from '../src/db/migrate.ts';
-import { deleteExpiredCodes } from '../src/db/repositories/one-time-codes.ts';
+import { consumeStatement, deleteExpiredCodes, type OneTimeCodeRow } from '../src/db/repositories/one-time-codes.ts';
 import type { Database, EmailCodePurpose } from '../src/db/schema.ts';
 import { buildAuthTestApp, newEmail, PASSWORD, wrongCode } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
@@ -224,3 +224,45 @@ t.test('housekeeping deletes expired codes and tokens, never a verification row'
     'the live token and the verification row stay',
   );
 });
+
+t.test('consuming a code reads its own account only, however many accounts there are', async (t) => {
+  const s = await setup(t);
+  await sql`insert into users (email, password_hash, email_verified)
+    select 'many-' || n || '@example.com', null, true from generate_series(1, 2000) n`.execute(s.db);
+  await sql`analyze users`.execute(s.db);
+  const email = newEmail('consume-plan');
+  await insertUser(s.db, email, false);
+  await plant(s, 'verification', email, CODE);
+  const { rows } = await sql<OneTimeCodeRow>`select * from one_time_codes where email = ${email}`.execute(s.db);
+  const row = rows[0] as OneTimeCodeRow;
+
+  // The plan as executed (in a transaction rolled back): a filter on `users` built from every
+  // account (a hashed subquery over the whole table) reads thousands of rows per code.
+  let usersRead = 0;
+  await s.db
+    .transaction()
+    .execute(async (trx) => {
+      const { rows: plan } = await sql<{ 'QUERY PLAN': unknown }>`
+        explain (analyze, format json) ${consumeStatement(trx, row, s.clock.now())}`.execute(trx);
+      const walk = (node: PlanNode) => {
+        if (node['Relation Name'] === 'users') usersRead += (node['Actual Rows'] ?? 0) * (node['Actual Loops'] ?? 1);
+        for (const child of node.Plans ?? []) walk(child);
+      };
+      const json = plan[0]?.['QUERY PLAN'];
+      const root = (typeof json === 'string' ? JSON.parse(json) : json) as { Plan: PlanNode }[];
+      walk(root[0]?.Plan as PlanNode);
+      throw new RolledBack();
+    })
+    .catch((err: unknown) => {
+      if (!(err instanceof RolledBack)) throw err;
+    });
+  t.ok(usersRead <= 1, `rows of users read to consume one code: ${usersRead}`);
+});
+
+interface PlanNode {
+  'Relation Name'?: string;
+  'Actual Rows'?: number;
+  'Actual Loops'?: number;
+  Plans?: PlanNode[];
+}
+class RolledBack extends Error {}

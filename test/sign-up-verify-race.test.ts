@@ -1,6 +1,7 @@
 // A second sign-up for an address whose owner is verifying it at that moment. The sign-up reads the
 // account as unverified, then waits on the verification row that the owner's verification holds; an
 // outside lock on the account row pins that order. Both requests run the service's own code.
+import { sql } from 'kysely';
 import pg from 'pg';
 import t from 'tap';
 import { buildAuthTestApp, newEmail, pause } from './helpers/auth.ts';
@@ -69,3 +70,34 @@ t.test(
     t.equal(other.statusCode, 401, 'the second password does not sign in');
   },
 );
+
+t.test('a verification keeps the password of an account verified meanwhile by another flow', async (t) => {
+  const s = await buildAuthTestApp(t, { label: 'verify-meanwhile' });
+  const email = newEmail('verify-meanwhile');
+  const signUp = await s.app.inject({
+    method: 'POST',
+    url: '/api/auth/users?client_type=mobile',
+    payload: { email, password: 'sign-up password 123 long' },
+  });
+  t.equal(signUp.statusCode, 202, 'a sign-up waits for its address');
+  const mail = await s.nthMail(email, 1);
+  // Another flow proved the mailbox and set the password it chose (as a password reset does).
+  const { rows } = await sql<{ password_hash: string }>`
+    update users set email_verified = true, password_hash = 'scrypt$set-meanwhile', device_epoch = 7
+    where email = ${email} returning password_hash`.execute(s.database.handle.db);
+  t.equal(rows.length, 1);
+  const verified = await s.app.inject({
+    method: 'POST',
+    url: '/api/auth/email/verify?client_type=mobile',
+    payload: { email, otp: mail.code },
+  });
+  t.equal(verified.statusCode, 200, 'the code still verifies');
+  const after = await s.database.handle.db
+    .selectFrom('users')
+    .select(['password_hash', 'device_epoch', 'password_unproven_since'])
+    .where('email', '=', email)
+    .executeTakeFirstOrThrow();
+  t.equal(after.password_hash, 'scrypt$set-meanwhile', 'the password set meanwhile stays');
+  t.equal(after.device_epoch, 7, 'and so do the device signals');
+  t.equal(after.password_unproven_since, null);
+});

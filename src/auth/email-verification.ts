@@ -1,6 +1,5 @@
 import type { Transaction } from 'kysely';
 import * as addressLimits from '../db/repositories/address-limits.ts';
-import { lockUserById } from '../db/repositories/mailbox-accounts.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as users from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
@@ -89,17 +88,12 @@ export function createEmailVerification(
     const consumed = await codes.consume(trx, v, now);
     if (consumed.user_id === null) throw invalidOtp();
     // An account verified meanwhile (by another flow that proved the mailbox, while a sign-up
-    // wrote this row) keeps its password: a verification sets or removes one only on an
-    // unverified account. Read under the row's lock, so the latest state counts.
-    const alreadyVerified = (await lockUserById(trx, consumed.user_id))?.email_verified === true;
-    const password = alreadyVerified
-      ? undefined
-      : consumed.contested
-        ? null
-        : (consumed.pending_password_hash ?? undefined);
+    // wrote this row) keeps its password: markEmailVerified sets or removes one only on an
+    // unverified account.
+    const password = consumed.contested ? null : (consumed.pending_password_hash ?? undefined);
     const proven = bindings.some((b) => constantTimeEqual(sha256Hex(b), consumed.binding_hash ?? ''));
     await users.markEmailVerified(trx, consumed.user_id, password, proven ? null : now);
-    await oneTimeCodes.forgetPendingSignUp(trx, consumed.user_id);
+    await oneTimeCodes.forgetPendingSignUp(trx, consumed);
     const user = await users.findUserById(trx, consumed.user_id);
     // A disabled account is not verified and gets no session: the answer of a wrong code, and
     // the rollback leaves the code unused.

@@ -1,4 +1,4 @@
-import { type Selectable, sql } from 'kysely';
+import { type RawBuilder, type Selectable, sql } from 'kysely';
 import type { Executor, Role, UsersTable } from '../schema.ts';
 
 export type UserRow = Selectable<UsersTable> & { providers: string[] };
@@ -79,7 +79,9 @@ export async function addProvider(db: Executor, userId: string, provider: string
 /**
  * Marks the address verified and sets the password the verification activates: a hash, null (the
  * account has none from now on), or undefined (the account keeps the one it has). A hash activated
- * without its sign-up's binding is recorded as unproven since `unprovenSince`.
+ * without its sign-up's binding is recorded as unproven since `unprovenSince`. An account verified
+ * meanwhile (by another flow that proved the mailbox) keeps its password: the UPDATE reads the
+ * row's latest version under its lock, so one statement decides and writes.
  */
 export async function markEmailVerified(
   db: Executor,
@@ -87,6 +89,10 @@ export async function markEmailVerified(
   passwordHash: string | null | undefined,
   unprovenSince: Date | null = null,
 ): Promise<void> {
+  const unlessVerified = <T>(
+    value: T | RawBuilder<T>,
+    column: 'password_hash' | 'password_unproven_since' | 'device_epoch',
+  ) => sql<T>`case when users.email_verified then ${sql.ref(`users.${column}`)} else ${value} end`;
   await db
     .updateTable('users')
     .set(
@@ -94,10 +100,13 @@ export async function markEmailVerified(
         ? { email_verified: true }
         : {
             email_verified: true,
-            password_hash: passwordHash,
-            password_unproven_since: passwordHash === null ? null : unprovenSince,
+            password_hash: unlessVerified(passwordHash, 'password_hash'),
+            password_unproven_since: unlessVerified(
+              passwordHash === null ? null : unprovenSince,
+              'password_unproven_since',
+            ),
             // The password is replaced or removed: device signals issued before stop counting.
-            device_epoch: sql`device_epoch + 1`,
+            device_epoch: unlessVerified(sql<number>`users.device_epoch + 1`, 'device_epoch'),
           },
     )
     .where('id', '=', userId)
