@@ -212,12 +212,12 @@ export interface components {
          * @description See the table of codes in the document's description.
          * @enum {string}
          */
-        RealtimeErrorCode: "UNAUTHORIZED" | "NOT_SUBSCRIBED" | "INVALID_PAYLOAD" | "PAYLOAD_TOO_LARGE" | "UNKNOWN_EVENT" | "RATE_LIMITED" | "TOKEN_EXPIRED" | "SESSION_REVOKED" | "SLOW_CONSUMER" | "TOO_MANY_SUBSCRIPTIONS" | "TOO_MANY_CONNECTIONS" | "SERVICE_UNAVAILABLE" | "INTERNAL_ERROR";
+        RealtimeErrorCode: "UNAUTHORIZED" | "NOT_SUBSCRIBED" | "INVALID_PAYLOAD" | "PAYLOAD_TOO_LARGE" | "UNKNOWN_EVENT" | "RATE_LIMITED" | "TOKEN_EXPIRED" | "SESSION_REVOKED" | "MFA_REQUIRED" | "SLOW_CONSUMER" | "TOO_MANY_SUBSCRIPTIONS" | "TOO_MANY_CONNECTIONS" | "SERVICE_UNAVAILABLE" | "INTERNAL_ERROR";
         /**
          * @description The `error` of a failed acknowledgement, and the `err.data` of a
          *     refused connection's `connect_error` (code `UNAUTHORIZED`,
-         *     `TOKEN_EXPIRED`, `SESSION_REVOKED`, `TOO_MANY_CONNECTIONS` or
-         *     `INTERNAL_ERROR`).
+         *     `TOKEN_EXPIRED`, `SESSION_REVOKED`, `MFA_REQUIRED`,
+         *     `TOO_MANY_CONNECTIONS` or `INTERNAL_ERROR`).
          * @example {
          *       "code": "TOKEN_EXPIRED",
          *       "message": "the access token has expired"

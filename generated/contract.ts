@@ -7,63 +7,74 @@ export const operations = {
     "path": "/api/health",
     "tag": "health",
     "secured": false,
+    "bearer": false,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": null,
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "getMetrics": {
     "method": "GET",
     "path": "/metrics",
     "tag": "metrics",
     "secured": true,
+    "bearer": false,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": null,
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "getJwks": {
     "method": "GET",
     "path": "/.well-known/jwks.json",
     "tag": "signing-keys",
     "secured": false,
+    "bearer": false,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": null,
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "getOpenIdConfiguration": {
     "method": "GET",
     "path": "/.well-known/openid-configuration",
     "tag": "signing-keys",
     "secured": false,
+    "bearer": false,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": null,
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "listUsers": {
     "method": "GET",
     "path": "/api/auth/users",
     "tag": "users",
     "secured": true,
+    "bearer": true,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": [
       "admin"
     ],
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "createUser": {
     "method": "POST",
     "path": "/api/auth/users",
     "tag": "auth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
@@ -73,52 +84,75 @@ export const operations = {
         "name": "signUp",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "deleteUsers": {
     "method": "DELETE",
     "path": "/api/auth/users",
     "tag": "users",
     "secured": true,
+    "bearer": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
     "roles": [
       "admin"
     ],
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "getUser": {
     "method": "GET",
     "path": "/api/auth/users/{userId}",
     "tag": "users",
     "secured": true,
+    "bearer": true,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": [
       "admin"
     ],
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "updateUser": {
     "method": "PATCH",
     "path": "/api/auth/users/{userId}",
     "tag": "users",
     "secured": true,
+    "bearer": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
     "roles": [
       "admin"
     ],
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
+  },
+  "deleteUserFactors": {
+    "method": "DELETE",
+    "path": "/api/auth/users/{userId}/factors",
+    "tag": "users",
+    "secured": true,
+    "bearer": true,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": [],
+    "aal": "account"
   },
   "createSession": {
     "method": "POST",
     "path": "/api/auth/sessions",
     "tag": "auth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
@@ -128,13 +162,15 @@ export const operations = {
         "name": "signIn",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "getOAuthAuthorizationUrl": {
     "method": "GET",
     "path": "/api/auth/oauth/{provider}",
     "tag": "oauth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
@@ -144,13 +180,15 @@ export const operations = {
         "name": "signIn",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "getCustomOAuthAuthorizationUrl": {
     "method": "GET",
     "path": "/api/auth/oauth/custom/{provider}",
     "tag": "oauth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
@@ -160,13 +198,15 @@ export const operations = {
         "name": "signIn",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "handleOAuthCallback": {
     "method": "GET",
     "path": "/api/auth/oauth/{provider}/callback",
     "tag": "oauth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": true,
@@ -176,13 +216,15 @@ export const operations = {
         "name": "signIn",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "exchangeOAuthCode": {
     "method": "POST",
     "path": "/api/auth/oauth/exchange",
     "tag": "oauth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
@@ -192,13 +234,15 @@ export const operations = {
         "name": "verify",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "signInWithIdToken": {
     "method": "POST",
     "path": "/api/auth/id-token",
     "tag": "oauth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
@@ -208,13 +252,15 @@ export const operations = {
         "name": "signIn",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "sendVerificationEmail": {
     "method": "POST",
     "path": "/api/auth/email/send-verification",
     "tag": "auth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
@@ -224,13 +270,15 @@ export const operations = {
         "name": "sendVerification",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "verifyEmail": {
     "method": "POST",
     "path": "/api/auth/email/verify",
     "tag": "auth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
@@ -240,13 +288,15 @@ export const operations = {
         "name": "verify",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "sendOtpEmail": {
     "method": "POST",
     "path": "/api/auth/email/send-otp",
     "tag": "auth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
@@ -256,13 +306,15 @@ export const operations = {
         "name": "sendVerification",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "sendResetPasswordEmail": {
     "method": "POST",
     "path": "/api/auth/email/send-reset-password",
     "tag": "auth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
@@ -272,13 +324,15 @@ export const operations = {
         "name": "sendVerification",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "exchangeResetPasswordToken": {
     "method": "POST",
     "path": "/api/auth/email/exchange-reset-password-token",
     "tag": "auth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
@@ -288,13 +342,15 @@ export const operations = {
         "name": "verify",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "resetPassword": {
     "method": "POST",
     "path": "/api/auth/email/reset-password",
     "tag": "auth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
@@ -304,13 +360,15 @@ export const operations = {
         "name": "verify",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "refreshSession": {
     "method": "POST",
     "path": "/api/auth/refresh",
     "tag": "auth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": false,
     "bodyLimit": 16384,
     "openQuery": false,
@@ -320,13 +378,15 @@ export const operations = {
         "name": "refresh",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "logout": {
     "method": "POST",
     "path": "/api/auth/logout",
     "tag": "auth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": false,
     "bodyLimit": 16384,
     "openQuery": false,
@@ -336,120 +396,210 @@ export const operations = {
         "name": "refresh",
         "by": "ip"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "changePassword": {
     "method": "POST",
     "path": "/api/auth/password",
     "tag": "auth",
     "secured": true,
+    "bearer": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
     "roles": null,
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "getCurrentSession": {
     "method": "GET",
     "path": "/api/auth/sessions/current",
     "tag": "auth",
     "secured": true,
+    "bearer": true,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": null,
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "aal1"
+  },
+  "listFactors": {
+    "method": "GET",
+    "path": "/api/auth/factors",
+    "tag": "mfa",
+    "secured": true,
+    "bearer": true,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [],
+    "aal": "aal1"
+  },
+  "createFactor": {
+    "method": "POST",
+    "path": "/api/auth/factors",
+    "tag": "mfa",
+    "secured": true,
+    "bearer": true,
+    "bodyRequired": true,
+    "bodyLimit": 1024,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [],
+    "aal": "account"
+  },
+  "regenerateRecoveryCodes": {
+    "method": "POST",
+    "path": "/api/auth/factors/recovery-codes",
+    "tag": "mfa",
+    "secured": true,
+    "bearer": true,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [],
+    "aal": "account"
+  },
+  "deleteFactor": {
+    "method": "DELETE",
+    "path": "/api/auth/factors/{factorId}",
+    "tag": "mfa",
+    "secured": true,
+    "bearer": true,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [],
+    "aal": "account"
+  },
+  "verifyMfa": {
+    "method": "POST",
+    "path": "/api/auth/mfa/verify",
+    "tag": "mfa",
+    "secured": true,
+    "bearer": true,
+    "bodyRequired": true,
+    "bodyLimit": 1024,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "verify",
+        "by": "ip"
+      }
+    ],
+    "aal": "aal1"
   },
   "getProfile": {
     "method": "GET",
     "path": "/api/auth/profiles/{userId}",
     "tag": "profiles",
     "secured": true,
+    "bearer": true,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": null,
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "updateCurrentProfile": {
     "method": "PATCH",
     "path": "/api/auth/profiles/current",
     "tag": "profiles",
     "secured": true,
+    "bearer": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
     "roles": null,
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "getPublicAuthConfig": {
     "method": "GET",
     "path": "/api/auth/public-config",
     "tag": "auth",
     "secured": false,
+    "bearer": false,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": null,
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "listSigningKeys": {
     "method": "GET",
     "path": "/api/auth/signing-keys",
     "tag": "signing-keys",
     "secured": true,
+    "bearer": true,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": [
       "admin"
     ],
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "createSigningKey": {
     "method": "POST",
     "path": "/api/auth/signing-keys",
     "tag": "signing-keys",
     "secured": true,
+    "bearer": true,
     "bodyRequired": false,
     "bodyLimit": 1024,
     "openQuery": false,
     "roles": [
       "admin"
     ],
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "rotateSigningKeys": {
     "method": "POST",
     "path": "/api/auth/signing-keys/rotate",
     "tag": "signing-keys",
     "secured": true,
+    "bearer": true,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": [
       "admin"
     ],
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "revokeSigningKey": {
     "method": "POST",
     "path": "/api/auth/signing-keys/{kid}/revoke",
     "tag": "signing-keys",
     "secured": true,
+    "bearer": true,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": [
       "admin"
     ],
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "createEmbeddings": {
     "method": "POST",
     "path": "/api/ai/embeddings",
     "tag": "embeddings",
     "secured": true,
+    "bearer": true,
     "bodyRequired": true,
     "bodyLimit": 8388608,
     "openQuery": false,
@@ -459,76 +609,88 @@ export const operations = {
         "name": "embeddings",
         "by": "user"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "getRealtimePermissions": {
     "method": "GET",
     "path": "/api/realtime/permissions",
     "tag": "realtime",
     "secured": true,
+    "bearer": true,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": null,
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "listRealtimeChannels": {
     "method": "GET",
     "path": "/api/realtime/channels",
     "tag": "realtime",
     "secured": true,
+    "bearer": true,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": [
       "admin"
     ],
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "createRealtimeChannel": {
     "method": "POST",
     "path": "/api/realtime/channels",
     "tag": "realtime",
     "secured": true,
+    "bearer": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
     "roles": [
       "admin"
     ],
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "updateRealtimeChannel": {
     "method": "PATCH",
     "path": "/api/realtime/channels/{channelId}",
     "tag": "realtime",
     "secured": true,
+    "bearer": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
     "roles": [
       "admin"
     ],
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "deleteRealtimeChannel": {
     "method": "DELETE",
     "path": "/api/realtime/channels/{channelId}",
     "tag": "realtime",
     "secured": true,
+    "bearer": true,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": [
       "admin"
     ],
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   },
   "publishRealtimeMessage": {
     "method": "POST",
     "path": "/api/realtime/messages",
     "tag": "realtime",
     "secured": true,
+    "bearer": true,
     "bodyRequired": true,
     "bodyLimit": 16384,
     "openQuery": false,
@@ -538,18 +700,21 @@ export const operations = {
         "name": "realtimePublish",
         "by": "user"
       }
-    ]
+    ],
+    "aal": "account"
   },
   "listRealtimeMessages": {
     "method": "GET",
     "path": "/api/realtime/messages",
     "tag": "realtime",
     "secured": true,
+    "bearer": true,
     "bodyRequired": false,
     "bodyLimit": null,
     "openQuery": false,
     "roles": null,
-    "rateLimits": []
+    "rateLimits": [],
+    "aal": "account"
   }
 } as const;
 
@@ -576,6 +741,7 @@ export const errorCodes = [
   "SESSION_REVOKED",
   "PASSWORD_INCORRECT",
   "FORBIDDEN",
+  "MFA_REQUIRED",
   "CSRF_INVALID",
   "REFRESH_TOKEN_INVALID",
   "REFRESH_TOKEN_REUSED",
@@ -591,6 +757,7 @@ export const errorCodes = [
   "CHANNEL_ALREADY_EXISTS",
   "LAST_ADMIN",
   "SIGNING_KEY_STATE",
+  "FACTOR_STATE",
   "METHOD_NOT_ALLOWED",
   "PAYLOAD_TOO_LARGE",
   "UNSUPPORTED_MEDIA_TYPE",
@@ -653,6 +820,10 @@ export const errorCatalogue: Record<ErrorCode, { readonly status: number; readon
     "status": 403,
     "message": "The caller is authenticated but lacks the role the operation needs."
   },
+  "MFA_REQUIRED": {
+    "status": 403,
+    "message": "The account has a second factor and this session has not proven it (aal1), or the operation needs aal2: complete POST /api/auth/mfa/verify first."
+  },
   "CSRF_INVALID": {
     "status": 403,
     "message": "A web client's X-CSRF-Token header is missing or does not match the session."
@@ -704,6 +875,10 @@ export const errorCatalogue: Record<ErrorCode, { readonly status: number; readon
   "CHANNEL_ALREADY_EXISTS": {
     "status": 409,
     "message": "A realtime channel with this pattern exists already."
+  },
+  "FACTOR_STATE": {
+    "status": 409,
+    "message": "The account's factors do not allow the change: at most 10 factors, and recovery codes need a verified factor."
   },
   "SIGNING_KEY_STATE": {
     "status": 409,

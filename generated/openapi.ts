@@ -260,6 +260,30 @@ export interface paths {
         patch: operations["updateUser"];
         trace?: never;
     };
+    "/api/auth/users/{userId}/factors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove an account's second factors
+         * @description Removes every factor and recovery code of the account and ends its
+         *     sessions, for a person who lost their authenticator and their
+         *     recovery codes. **Administrators only**. An id without an account
+         *     gets `404 NOT_FOUND`; an id that is not a UUID gets
+         *     `400 INVALID_INPUT`.
+         */
+        delete: operations["deleteUserFactors"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/sessions": {
         parameters: {
             query?: never;
@@ -895,6 +919,125 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auth/factors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the caller's second factors
+         * @description The account's second factors, oldest first: verified ones, and
+         *     unverified ones less than 10 minutes old (an enrollment not finished
+         *     in that time is forgotten). Callable from a first-factor (`aal1`)
+         *     session, so that an app can offer the factors to verify with.
+         */
+        get: operations["listFactors"];
+        put?: never;
+        /**
+         * Enroll a TOTP factor
+         * @description Starts an enrollment: a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+         *     30-second steps), answered once as base32 `secret`, as an
+         *     `otpauth://` URI and as a QR code (an SVG data URI) for an
+         *     authenticator app. The factor is `unverified` until its first code is
+         *     sent to `POST /api/auth/mfa/verify`, and is forgotten after 10
+         *     minutes. The secret is stored encrypted.
+         *
+         *     An account with a verified factor needs an `aal2` session to enroll
+         *     another (`403 MFA_REQUIRED` otherwise). An account has at most 10
+         *     factors (`409 FACTOR_STATE`).
+         */
+        post: operations["createFactor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/factors/recovery-codes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Regenerate the recovery codes
+         * @description Ten new single-use recovery codes, shown this once; the earlier ones
+         *     stop working. Needs a verified factor (`409 FACTOR_STATE` otherwise)
+         *     and so an `aal2` session.
+         */
+        post: operations["regenerateRecoveryCodes"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/factors/{factorId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a factor
+         * @description Removes one of the caller's factors. When the account has a verified
+         *     factor this needs an `aal2` session. Removing the last verified factor
+         *     also removes the recovery codes and ends the account's other sessions
+         *     that are waiting for a second step. Another account's factor and an
+         *     unknown id get the same `404 NOT_FOUND`.
+         */
+        delete: operations["deleteFactor"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/mfa/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Complete the second step
+         * @description Proves a second factor with a TOTP code (`factorId` and `code`) or a
+         *     recovery code (`recoveryCode`), and answers a new session at `aal2`
+         *     (the caller's session ends; its tokens stop working everywhere). The
+         *     first code of an unverified factor verifies it; when it is the
+         *     account's first verified factor the answer carries the account's
+         *     ten recovery codes (`recoveryCodes`, shown this once), and the
+         *     account's other sessions below `aal2` end.
+         *
+         *     A TOTP code is accepted within one 30-second step either side of the
+         *     server's clock, and once: the same code, or the code of an earlier
+         *     step, is refused afterwards on that factor. A recovery code is
+         *     single-use; of two requests with the same code, one succeeds.
+         *
+         *     Wrong codes are counted per factor (recovery codes count together):
+         *     after 5 in 5 minutes every code, the right one included, is answered
+         *     `429 RATE_LIMITED` with `Retry-After` until the window ends. A wrong,
+         *     used or replayed code gets `400 INVALID_OTP`; another account's factor
+         *     and an unknown one get the same `404 NOT_FOUND`.
+         */
+        post: operations["verifyMfa"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/profiles/{userId}": {
         parameters: {
             query?: never;
@@ -1445,6 +1588,82 @@ export interface components {
             exp: number;
             /** @description Unique per token. */
             jti: string;
+            aal: components["schemas"]["AuthenticatorAssuranceLevel"];
+            /** @description How the session's factors were proven, in order. */
+            amr: components["schemas"]["AuthenticationMethod"][];
+            /**
+             * @description Present when the account has a verified second factor and this
+             *     session has not proven it: every operation but those marked
+             *     `x-aal: aal1` answers `403 MFA_REQUIRED`, and sockets are refused.
+             * @constant
+             */
+            next_aal?: "aal2";
+        };
+        /** @enum {string} */
+        FactorType: "totp";
+        Factor: {
+            /** Format: uuid */
+            id: string;
+            type: components["schemas"]["FactorType"];
+            /** @description The name its owner gave it, if any. */
+            friendlyName: string | null;
+            /** @enum {string} */
+            status: "unverified" | "verified";
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            lastUsedAt: string | null;
+        };
+        FactorList: {
+            factors: components["schemas"]["Factor"][];
+        };
+        CreateFactorRequest: {
+            type: components["schemas"]["FactorType"];
+            friendlyName?: string;
+        };
+        /** @description A new factor, with its secret (answered this once). */
+        EnrolledFactor: {
+            /** Format: uuid */
+            id: string;
+            type: components["schemas"]["FactorType"];
+            friendlyName: string | null;
+            /** @constant */
+            status: "unverified";
+            /** Format: date-time */
+            createdAt: string;
+            lastUsedAt: null;
+            totp: {
+                /** @description The shared secret, base32 (160 bits). */
+                secret: string;
+                /** @description An `otpauth://totp/` URI naming the issuer (`MFA_ISSUER`) and the account's address. */
+                uri: string;
+                /** @description The URI as a QR code, an SVG image in a data URI. */
+                qrCode: string;
+            };
+        };
+        RecoveryCodes: {
+            codes: components["schemas"]["RecoveryCode"][];
+        };
+        /** @description A single-use recovery code (three groups of four lower-case letters and digits). */
+        RecoveryCode: string;
+        MfaVerifyRequest: {
+            /** Format: uuid */
+            factorId: string;
+            code: string;
+        } | {
+            recoveryCode: string;
+        };
+        /**
+         * @description `aal1`: one factor proven (a password, an emailed code or link, an
+         *     OAuth provider, an ID token). `aal2`: a second factor proven too.
+         * @enum {string}
+         */
+        AuthenticatorAssuranceLevel: "aal1" | "aal2";
+        AuthenticationMethod: {
+            /** @enum {string} */
+            method: "password" | "otp" | "oauth" | "id_token" | "totp" | "recovery_code";
+            /** @description When it was proven (seconds since the epoch). */
+            timestamp: number;
         };
         /**
          * @description Stable, machine-readable error codes. Clients branch on these, never
@@ -1463,6 +1682,7 @@ export interface components {
          *     | `SESSION_REVOKED` | 401 | The session the access token belongs to has ended (logout, refresh-token reuse, a password change, the account's role changed, disabled or deleted); sign in again. |
          *     | `PASSWORD_INCORRECT` | 403 | Changing the password: `currentPassword` is missing or wrong. |
          *     | `FORBIDDEN` | 403 | The caller is authenticated but lacks the role the operation needs. |
+         *     | `MFA_REQUIRED` | 403 | The account has a second factor and this session has not proven it (`aal1`), or the operation needs `aal2`: complete `POST /api/auth/mfa/verify` first. |
          *     | `CSRF_INVALID` | 403 | A web client's `X-CSRF-Token` header is missing or does not match the session. |
          *     | `REFRESH_TOKEN_INVALID` | 401 | The refresh token is missing, unknown, expired or revoked. |
          *     | `REFRESH_TOKEN_REUSED` | 401 | An already exchanged refresh token was presented again; the whole session has been revoked. |
@@ -1476,6 +1696,7 @@ export interface components {
          *     | `ID_TOKEN_INVALID` | 401 | The ID token's signature, issuer, audience, expiry or nonce is wrong, or it was already used to sign in. |
          *     | `NOT_FOUND` | 404 | No route or resource matches the request. |
          *     | `CHANNEL_ALREADY_EXISTS` | 409 | A realtime channel with this pattern exists already. |
+         *     | `FACTOR_STATE` | 409 | The account's factors do not allow the change: at most 10 factors, and recovery codes need a verified factor. |
          *     | `SIGNING_KEY_STATE` | 409 | The signing key's state does not allow the change: the current key cannot be revoked, and there is at most one standby key. |
          *     | `LAST_ADMIN` | 409 | Deleting, demoting or disabling accounts would leave no enabled administrator; nothing was changed. |
          *     | `METHOD_NOT_ALLOWED` | 405 | The path exists but does not accept this HTTP method. |
@@ -1492,7 +1713,7 @@ export interface components {
          *     | `HEADERS_TOO_LARGE` | 431 | The request's headers exceed 16 KiB or 1,000 lines; the connection is closed. Sent by the HTTP layer, before any operation. |
          * @enum {string}
          */
-        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "AUTH_UNAUTHORIZED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "ACCOUNT_DISABLED" | "OAUTH_CODE_INVALID" | "OAUTH_STATE_INVALID" | "OAUTH_EMAIL_UNVERIFIED" | "OAUTH_ACCOUNT_UNVERIFIED" | "OAUTH_PROVIDER_ERROR" | "ACCESS_DENIED" | "ID_TOKEN_INVALID" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "SIGNING_KEY_STATE" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
+        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "AUTH_UNAUTHORIZED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "MFA_REQUIRED" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "ACCOUNT_DISABLED" | "OAUTH_CODE_INVALID" | "OAUTH_STATE_INVALID" | "OAUTH_EMAIL_UNVERIFIED" | "OAUTH_ACCOUNT_UNVERIFIED" | "OAUTH_PROVIDER_ERROR" | "ACCESS_DENIED" | "ID_TOKEN_INVALID" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "SIGNING_KEY_STATE" | "FACTOR_STATE" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
         /**
          * @description The body of every error response.
          * @example {
@@ -1676,6 +1897,11 @@ export interface components {
              *     `device_id` cookie instead.
              */
             deviceToken?: string;
+            /**
+             * @description `POST /api/auth/mfa/verify` only, when it verified the account's
+             *     first factor: the ten single-use recovery codes, shown this once.
+             */
+            recoveryCodes?: components["schemas"]["RecoveryCode"][];
         };
         SignUpRequest: {
             /**
@@ -1891,6 +2117,14 @@ export interface components {
         };
         CurrentSession: {
             user: components["schemas"]["User"];
+            aal: components["schemas"]["AuthenticatorAssuranceLevel"];
+            /**
+             * @description `aal2` when the account has a verified second factor that this
+             *     session has not proven: send a code to `POST /api/auth/mfa/verify`
+             *     (`GET /api/auth/factors` lists the factors). `null` otherwise.
+             * @enum {string|null}
+             */
+            nextLevel: "aal2" | null;
         };
         /**
          * @description The name of a profile field: 1 to 64 letters, digits and `_`,
@@ -2051,6 +2285,10 @@ export interface components {
              * @description The page that password-reset links open (`RESET_PASSWORD_URL`).
              */
             resetPasswordUrl: string;
+            /** @description The second factors an account may enroll (`POST /api/auth/factors`). */
+            mfaFactorTypes: components["schemas"]["FactorType"][];
+            /** @description Whether administrator operations need an `aal2` session (`MFA_REQUIRED_FOR_ADMINS`). */
+            mfaRequiredForAdmins: boolean;
         };
         EmbeddingsRequest: {
             /** @description Identifier of the embedding model; must be one the service allows. */
@@ -2359,7 +2597,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `FORBIDDEN`: the caller is authenticated but not allowed to perform this operation. */
+        /** @description `FORBIDDEN`: the caller is authenticated but not allowed to perform this operation. `MFA_REQUIRED`: the session has not proven the account's second factor, or the operation needs `aal2` (see Assurance levels). */
         Forbidden: {
             headers: {
                 [name: string]: unknown;
@@ -2370,6 +2608,38 @@ export interface components {
                  *       "error": "FORBIDDEN",
                  *       "message": "This operation needs the admin role",
                  *       "statusCode": 403
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `MFA_REQUIRED`: the account has a second factor and this session has not proven it (or the operation needs `aal2`). `FORBIDDEN`: the caller lacks the role. */
+        MfaRequired: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "MFA_REQUIRED",
+                 *       "message": "This operation needs a second factor; complete POST /api/auth/mfa/verify",
+                 *       "statusCode": 403
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `FACTOR_STATE`: the account's factors do not allow the change (10 factors already; no verified factor for recovery codes). */
+        FactorState: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "FACTOR_STATE",
+                 *       "message": "An account has at most 10 factors",
+                 *       "statusCode": 409
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -2684,6 +2954,8 @@ export interface components {
         ChannelId: string;
         /** @description The user's id. */
         UserId: string;
+        /** @description The factor's id (a UUID; anything else is answered `404 NOT_FOUND`). */
+        FactorId: string;
         /**
          * @description The `csrfToken` returned with the session. Required for web clients
          *     (whose refresh token travels in the cookie); ignored for mobile and
@@ -3331,6 +3603,33 @@ export interface operations {
             409: components["responses"]["LastAdmin"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteUserFactors: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The user's id. */
+                userId: components["parameters"]["UserId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed; the account's sessions have ended. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -4347,7 +4646,9 @@ export interface operations {
                      *         ],
                      *         "createdAt": "2025-03-14T09:26:53.589Z",
                      *         "updatedAt": "2025-03-14T09:31:07.220Z"
-                     *       }
+                     *       },
+                     *       "aal": "aal1",
+                     *       "nextLevel": null
                      *     }
                      */
                     "application/json": components["schemas"]["CurrentSession"];
@@ -4355,6 +4656,214 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listFactors: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The factors. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "factors": [
+                     *         {
+                     *           "id": "0b6f4c1e-2d3a-4f5b-8c7d-9e0f1a2b3c4d",
+                     *           "type": "totp",
+                     *           "friendlyName": "Phone",
+                     *           "status": "verified",
+                     *           "createdAt": "2026-11-28T09:00:00.000Z",
+                     *           "lastUsedAt": "2026-11-28T09:01:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FactorList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "totp",
+                 *       "friendlyName": "Phone"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateFactorRequest"];
+            };
+        };
+        responses: {
+            /** @description The new, unverified factor and its secret. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0b6f4c1e-2d3a-4f5b-8c7d-9e0f1a2b3c4d",
+                     *       "type": "totp",
+                     *       "friendlyName": "Phone",
+                     *       "status": "unverified",
+                     *       "createdAt": "2026-11-28T09:00:00.000Z",
+                     *       "lastUsedAt": null,
+                     *       "totp": {
+                     *         "secret": "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP",
+                     *         "uri": "otpauth://totp/Accounts:ada%40example.com?issuer=Accounts&secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP&algorithm=SHA1&digits=6&period=30",
+                     *         "qrCode": "data:image/svg+xml;base64,PHN2Zz48L3N2Zz4="
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EnrolledFactor"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
+            409: components["responses"]["FactorState"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    regenerateRecoveryCodes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new codes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "codes": [
+                     *         "k7d2-9xqm-4hfp",
+                     *         "3nb8-q2wz-x6ka",
+                     *         "p0c4-7rte-m9yd",
+                     *         "a1s2-d3f4-g5h6",
+                     *         "z9x8-c7v6-b5n4",
+                     *         "q1w2-e3r4-t5y6",
+                     *         "m7n8-b9v0-c1x2",
+                     *         "l3k4-j5h6-g7f8",
+                     *         "u9i8-o7p6-a5s4",
+                     *         "r2t3-y4u5-i6o7"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RecoveryCodes"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
+            409: components["responses"]["FactorState"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The factor's id (a UUID; anything else is answered `404 NOT_FOUND`). */
+                factorId: components["parameters"]["FactorId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    verifyMfa: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The kind of client, which decides how the refresh token travels.
+                 *
+                 *     - `web` (default): the refresh token is set in the HttpOnly cookie
+                 *       `refresh_token` (scoped to `Path=/api/auth`) and never appears in the
+                 *       body (`refreshToken: null`). The body carries a `csrfToken`, which
+                 *       the client sends back in the `X-CSRF-Token` header when it refreshes
+                 *       or logs out.
+                 *     - `mobile`, `desktop`: no cookie is set; the refresh token is returned
+                 *       in the body as `refreshToken` (`csrfToken: null`) and sent back in
+                 *       the body when refreshing or logging out.
+                 * @example web
+                 */
+                client_type?: components["parameters"]["ClientType"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MfaVerifyRequest"];
+            };
+        };
+        responses: {
+            /** @description The session at `aal2`. */
+            200: {
+                headers: {
+                    "Set-Cookie": components["headers"]["SetRefreshCookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionResult"];
+                };
+            };
+            400: components["responses"]["InvalidOtp"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -4393,6 +4902,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
             404: components["responses"]["UserNotFound"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4432,6 +4942,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["InternalError"];
@@ -4477,7 +4988,11 @@ export interface operations {
                      *       "disableSignup": false,
                      *       "redirectUrl": "https://app.example.com/welcome",
                      *       "verifyEmailUrl": "https://accounts.example.com/auth/verify-email",
-                     *       "resetPasswordUrl": "https://accounts.example.com/auth/reset-password"
+                     *       "resetPasswordUrl": "https://accounts.example.com/auth/reset-password",
+                     *       "mfaFactorTypes": [
+                     *         "totp"
+                     *       ],
+                     *       "mfaRequiredForAdmins": false
                      *     }
                      */
                     "application/json": components["schemas"]["PublicAuthConfig"];
@@ -4698,6 +5213,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4769,6 +5285,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -4982,6 +5499,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

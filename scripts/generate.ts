@@ -29,6 +29,9 @@ type SpecOperation = {
   'x-roles'?: string[];
   /** The named rate limits the operation counts against, and what each counts by. */
   'x-rate-limit'?: Array<{ name: string; by: string }>;
+  /** `aal1`: callable before the second step (the account's other operations need its level). */
+  'x-aal'?: string;
+  responses?: Record<string, unknown>;
 };
 
 const roles = ['admin', 'user'];
@@ -74,35 +77,48 @@ function contractModule(spec: Spec): string {
       path: string;
       tag: string;
       secured: boolean;
+      bearer: boolean;
       bodyRequired: boolean;
       bodyLimit: number | null;
       openQuery: boolean;
       roles: string[] | null;
       rateLimits: Array<{ name: string; by: string }>;
+      aal: 'aal1' | 'account';
     }
   > = {};
   for (const [route, item] of Object.entries(spec.paths)) {
     for (const [method, op] of Object.entries(item)) {
       if (!methods.includes(method)) continue;
       if (!op.operationId) throw new Error(`${method.toUpperCase()} ${route} has no operationId`);
+      // Roles, limits by user and the assurance level read the access token's claims: such an operation must require one.
+      const bearer = (op.security ?? []).length > 0 && (op.security ?? []).every((s) => 'bearerAuth' in (s as object));
       operations[op.operationId] = {
         method: method.toUpperCase(),
         path: route,
         tag: op.tags?.[0] ?? '',
         secured: (op.security?.length ?? 0) > 0,
+        bearer,
         bodyRequired: op.requestBody?.required === true,
         bodyLimit: op['x-body-limit'] ?? null,
         openQuery: op['x-open-query'] === true,
         roles: op['x-roles'] ?? null,
         rateLimits: op['x-rate-limit'] ?? [],
+        // `account`: the account's level (aal2 once it has a verified factor); `aal1`: any session.
+        aal: op['x-aal'] === 'aal1' ? 'aal1' : 'account',
       };
-      // Roles and limits by user read the access token's claims: the operation must require one.
-      const bearer = (op.security ?? []).length > 0 && (op.security ?? []).every((s) => 'bearerAuth' in (s as object));
       for (const role of op['x-roles'] ?? []) {
         if (!roles.includes(role)) throw new Error(`${op.operationId}: x-roles names ${role}, not one of ${roles}`);
       }
       if (op['x-roles'] !== undefined && !bearer) {
         throw new Error(`${op.operationId} declares x-roles but not security bearerAuth: roles are the token's`);
+      }
+      if (op['x-aal'] !== undefined && (op['x-aal'] !== 'aal1' || !bearer)) {
+        throw new Error(
+          `${op.operationId}: x-aal is aal1 (callable before the second step), on a bearerAuth operation`,
+        );
+      }
+      if (bearer && op['x-aal'] !== 'aal1' && op.responses?.['403'] === undefined) {
+        throw new Error(`${op.operationId} may answer 403 MFA_REQUIRED (it is not x-aal: aal1) but declares no 403`);
       }
       if ((op['x-rate-limit'] ?? []).length > 1) {
         throw new Error(`${op.operationId}: one x-rate-limit per operation is applied; it declares more`);

@@ -95,6 +95,20 @@ const variables = {
    * (a path, or a scheme of a native app). Without AUTH_REDIRECT_ALLOWLIST, AUTH_REDIRECT_URL's origin.
    */
   authRedirectAllowlist: env('AUTH_REDIRECT_ALLOWLIST', redirectAllowlist.optional()),
+  /** Second factors: the issuer name authenticator apps show, and whether administrators need aal2. */
+  mfa: {
+    issuer: env(
+      'MFA_ISSUER',
+      z
+        .string()
+        .trim()
+        .min(1, 'must be 1 to 64 characters')
+        .max(64, 'must be 1 to 64 characters')
+        .regex(/^[^:\p{Cc}]+$/u, 'must not contain a colon or a control character')
+        .default('Accounts'),
+    ),
+    requiredForAdmins: env('MFA_REQUIRED_FOR_ADMINS', flag.default(false)),
+  },
   /** New accounts may be made (sign-up, and sign-in by email code for a new address). */
   allowSignUp: env('ALLOW_SIGN_UP', flag.default(true)),
   requireEmailVerification: env('REQUIRE_EMAIL_VERIFICATION', flag.default(true)),

@@ -57,6 +57,34 @@ function requireRole(roles: readonly Role[]): preHandlerHookHandler {
   };
 }
 
+/**
+ * The assurance level an operation needs (x-aal in openapi.yaml): a session that owes a second step
+ * (the account has a verified factor this session has not proven) may call only the operations
+ * marked `x-aal: aal1`; with MFA_REQUIRED_FOR_ADMINS, x-roles [admin] operations need aal2 whatever
+ * the account.
+ */
+export function requireAssurance(
+  operation: (typeof operations)[OperationId],
+  config: Pick<Config, 'mfa'>,
+): preHandlerHookHandler {
+  const adminsNeedAal2 = config.mfa.requiredForAdmins && operation.roles?.includes('admin') === true;
+  const callableBeforeSecondStep = operation.aal === 'aal1';
+  // A callback, not an async function: it runs on every authenticated request, and an async hook
+  // costs a promise and a tick each time.
+  return (request, _reply, done) => {
+    const claims = request.user;
+    if (!callableBeforeSecondStep && claims.next_aal === 'aal2') {
+      return done(
+        new ApiError('MFA_REQUIRED', 'This session has not proven its second factor: use POST /api/auth/mfa/verify'),
+      );
+    }
+    if (adminsNeedAal2 && claims.aal !== 'aal2') {
+      return done(new ApiError('MFA_REQUIRED', 'Administrator operations need a session with a second factor (aal2)'));
+    }
+    done();
+  };
+}
+
 /** A query schema that admits only the declared parameters (an operation without any gets an empty one). */
 function closeQuery(schema: { querystring?: object }): void {
   schema.querystring = { type: 'object', properties: {}, ...schema.querystring, additionalProperties: false };
@@ -90,7 +118,10 @@ export function registerOperationRules(app: FastifyInstance, config: Readonly<Co
       delete route.preHandler;
     }
     // After the input is validated, as the handler would: a malformed request is a 400 for anyone.
-    if (operation.roles !== null) route.preHandler = [requireRole(operation.roles)];
+    if (operation.bearer) {
+      route.preHandler = [requireAssurance(operation, config)];
+      if (operation.roles !== null) route.preHandler.push(requireRole(operation.roles));
+    }
     const rateLimit = routeRateLimit(config, operationId as OperationId);
     if (rateLimit !== undefined) route.config = { ...(route.config as object), rateLimit } as never;
     // Each operation's own limit, from x-body-limit in openapi.yaml (413 above it).

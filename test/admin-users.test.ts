@@ -209,6 +209,8 @@ t.test('the checks hold by themselves (an account disabled without its sessions 
   const inserted = await insertSessionIfCredentialsHold(
     db,
     {
+      aal: 'aal1',
+      amr: [],
       userId: bob.userId,
       refreshTokenHash: randomUUID(),
       clientType: 'mobile',

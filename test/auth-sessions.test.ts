@@ -244,7 +244,8 @@ t.test('GET /api/auth/sessions/current', async (t) => {
   t.test('a valid Bearer token: 200 {user} read from the database', async (t) => {
     const res = await current(`Bearer ${s.accessToken}`);
     t.equal(res.statusCode, 200);
-    t.same(Object.keys(res.json()), ['user']);
+    t.same(Object.keys(res.json()), ['user', 'aal', 'nextLevel']);
+    t.same([res.json().aal, res.json().nextLevel], ['aal1', null], 'one factor, and no second one owed');
     t.same(res.json().user, s.user, 'the same user as in the session result');
   });
 

@@ -98,8 +98,8 @@ t.test('a malformed request to each operation that takes input gets 400 in the E
       continue;
     }
     const res = await app.inject(request);
-    // A profile's id that is not a UUID is answered as an unknown one (no shape of id stands out).
-    if (id === 'getProfile') assertErrorBody(t, res, 404, 'NOT_FOUND');
+    // A profile's or factor's id that is not a UUID is answered as an unknown one (no shape of id stands out).
+    if (id === 'getProfile' || id === 'deleteFactor') assertErrorBody(t, res, 404, 'NOT_FOUND');
     else assertErrorBody(t, res, 400, 'INVALID_INPUT');
   }
   t.same(
@@ -111,8 +111,10 @@ t.test('a malformed request to each operation that takes input gets 400 in the E
       'getMetrics',
       'getOpenIdConfiguration',
       'getRealtimePermissions',
+      'listFactors',
       'listRealtimeChannels',
       'listSigningKeys',
+      'regenerateRecoveryCodes',
       'rotateSigningKeys',
     ],
     'only operations with no parameters and no body are exempt',
@@ -149,6 +151,12 @@ t.test('secured operations refuse a missing, malformed, foreign-key or refresh-t
       'createSigningKey',
       'rotateSigningKeys',
       'revokeSigningKey',
+      'deleteUserFactors',
+      'listFactors',
+      'createFactor',
+      'deleteFactor',
+      'regenerateRecoveryCodes',
+      'verifyMfa',
     ].sort(),
   );
   const jwtSecret = await resolveJwtSecret(config, database.handle.db);

@@ -21,7 +21,11 @@ const administratorsOnly: OperationId[] = [
   'createSigningKey',
   'rotateSigningKeys',
   'revokeSigningKey',
+  'deleteUserFactors',
 ];
+// The operations a session that owes its second step may call (x-aal: aal1); every other one
+// answers it 403 MFA_REQUIRED.
+const beforeSecondStep: OperationId[] = ['getCurrentSession', 'listFactors', 'verifyMfa'];
 const limited: Partial<Record<OperationId, string>> = {
   createSession: 'signIn by ip',
   createUser: 'signUp by ip',
@@ -40,12 +44,14 @@ const limited: Partial<Record<OperationId, string>> = {
   signInWithIdToken: 'signIn by ip',
   createEmbeddings: 'embeddings by user',
   publishRealtimeMessage: 'realtimePublish by user',
+  verifyMfa: 'verify by ip',
 };
 
 t.test('the contract declares who may call each operation and its rate limits', async (t) => {
   for (const id of operationIds) {
-    const { roles, rateLimits } = operations[id];
+    const { roles, rateLimits, aal } = operations[id];
     t.same(roles, administratorsOnly.includes(id) ? ['admin'] : null, `${id}: x-roles`);
+    t.equal(aal, beforeSecondStep.includes(id) ? 'aal1' : 'account', `${id}: x-aal`);
     const declared = rateLimits.map((l) => `${l.name} by ${l.by}`);
     t.same(declared, limited[id] === undefined ? [] : [limited[id]], `${id}: x-rate-limit`);
   }
@@ -65,6 +71,7 @@ const requests: Record<string, InjectOptions> = {
   createSigningKey: { method: 'POST', url: '/api/auth/signing-keys', payload: { alg: 'ES256' } },
   rotateSigningKeys: { method: 'POST', url: '/api/auth/signing-keys/rotate' },
   revokeSigningKey: { method: 'POST', url: '/api/auth/signing-keys/some-kid/revoke' },
+  deleteUserFactors: { method: 'DELETE', url: `/api/auth/users/${sample}/factors` },
 };
 
 t.test('x-roles: a signed-in user who is not an administrator is refused', async (t) => {

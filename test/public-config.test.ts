@@ -33,6 +33,8 @@ t.test('the defaults, in the SDK’s shape, cacheable but revalidated', async (t
     redirectUrl: null,
     verifyEmailUrl: `${config.publicUrl}/auth/verify-email`,
     resetPasswordUrl: `${config.publicUrl}/auth/reset-password`,
+    mfaFactorTypes: ['totp'],
+    mfaRequiredForAdmins: false,
   });
   assertMatchesSchema(t, body, 'PublicAuthConfig');
   const parsed = getPublicAuthConfigResponseSchema.safeParse(body);

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createDecoder, createSigner, createVerifier } from 'fast-jwt';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Aal, AuthMethod } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import type { SessionRevocations } from './session-revocations.ts';
 import type { SigningKeys } from './signing-keys.ts';
@@ -20,6 +21,12 @@ export interface AccessTokenClaims {
   role: 'user' | 'admin';
   sid: string;
   token_use: typeof ACCESS_TOKEN_USE;
+  /** The session's assurance level (absent from tokens issued before second factors: aal1). */
+  aal?: Aal;
+  /** How the session's factors were proven. */
+  amr?: AuthMethod[];
+  /** Present while the account has a verified factor this session has not proven. */
+  next_aal?: 'aal2';
   iss?: string;
   aud?: string;
   iat?: number;
@@ -84,7 +91,9 @@ function hasAccessTokenClaims(verified: AccessTokenClaims): boolean {
     typeof claims.sid === 'string' &&
     UUID.test(claims.sid) &&
     (claims.role === 'user' || claims.role === 'admin') &&
-    typeof claims.email === 'string'
+    typeof claims.email === 'string' &&
+    (claims.aal === undefined || claims.aal === 'aal1' || claims.aal === 'aal2') &&
+    (claims.next_aal === undefined || claims.next_aal === 'aal2')
   );
 }
 

@@ -6,6 +6,8 @@ import type { AuthDeps } from './auth-context.ts';
 import { createBackgroundMail } from './background-mail.ts';
 import { createChangePassword } from './change-password.ts';
 import { createEmailVerification } from './email-verification.ts';
+import { createFactors } from './mfa/factors.ts';
+import { createSecondStep } from './mfa/second-step.ts';
 import { createOAuthSignIn } from './oauth/oauth-sign-in.ts';
 import { createOneTimeCodes } from './one-time-codes.ts';
 import { createPasswordReset } from './password-reset.ts';
@@ -85,6 +87,8 @@ export function createAuthService(deps: AuthDeps) {
     profiles: createProfiles(deps),
     administration: createUserAdministration(deps, sessions),
     publicConfig: createPublicAuthConfig(deps.config),
+    factors: createFactors(deps, sessions, codes),
+    secondStep: createSecondStep(deps, sessions, codes),
     drainMail: mail.drain,
   };
 }

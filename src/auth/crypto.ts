@@ -23,6 +23,8 @@ export interface DerivedKeys {
   device: Buffer;
   /** Seals the private halves of the signing keys at rest (signing-keys.ts). */
   signingKeys: Buffer;
+  /** Seals the TOTP secrets of second factors at rest (mfa/totp.ts). */
+  mfa: Buffer;
 }
 
 export function deriveKeys(secret: string): DerivedKeys {
@@ -34,6 +36,7 @@ export function deriveKeys(secret: string): DerivedKeys {
     endUser: derive('embeddings-end-user'),
     device: derive('known-device'),
     signingKeys: derive('signing-key-sealing'),
+    mfa: derive('mfa-factor-sealing'),
   };
 }
 

@@ -115,7 +115,7 @@ export function createEmailVerification(
       const now = clock.now();
       return db
         .transaction()
-        .execute(async (trx) => sessions.start((await consume(trx, v, now, bindings)).user, client, trx));
+        .execute(async (trx) => sessions.start((await consume(trx, v, now, bindings)).user, client, 'otp', trx));
     });
   }
 

@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import * as store from '../db/repositories/one-time-codes.ts';
 import type { EmailCodePurpose, Executor, OneTimeCodePurpose } from '../db/schema.ts';
 import { type AuthDeps, inSeconds, invalidOtp, MAX_CODE_ATTEMPTS_PER_DAY, MAX_CODE_FAILURES } from './auth-context.ts';
@@ -24,6 +25,26 @@ const ADDRESS_ONLY_LAYOUT = 'address:';
  */
 export const oneTimeCodeHmac = (keys: DerivedKeys, purpose: EmailCodePurpose, email: string, code: string) =>
   hmacHex(keys.otp, `${purpose}\n${email}\n${code}`);
+
+/** How many recovery codes an account has after it verifies its first factor (or regenerates them). */
+export const RECOVERY_CODE_COUNT = 10;
+const RECOVERY_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
+
+/** A recovery code: 12 characters of [a-z0-9] from the CSPRNG (62 bits), written in groups of four. */
+function newRecoveryCode(): string {
+  const chars = Array.from({ length: 12 }, () => RECOVERY_ALPHABET[randomInt(RECOVERY_ALPHABET.length)]).join('');
+  return `${chars.slice(0, 4)}-${chars.slice(4, 8)}-${chars.slice(8)}`;
+}
+
+/** A typed recovery code as stored: lower case, without spaces or dashes; undefined when it cannot be one. */
+function normalizeRecoveryCode(input: string): string | undefined {
+  const compact = input.toLowerCase().replace(/[\s-]/g, '');
+  return /^[a-z0-9]{12}$/.test(compact) ? compact : undefined;
+}
+
+/** The HMAC a recovery code is stored as, bound to its account. */
+const recoveryCodeHmac = (keys: DerivedKeys, userId: string, normalized: string) =>
+  hmacHex(keys.otp, `recovery\n${userId}\n${normalized}`);
 
 /**
  * The one-time code store: makes codes and tokens, stores them (through the purpose's issuing
@@ -115,9 +136,30 @@ export function createOneTimeCodes(deps: AuthDeps) {
     return taken?.user_id ?? undefined;
   }
 
+  /** New recovery codes for the account (replacing its earlier ones, in `trx`): shown once, stored as HMACs. */
+  async function issueRecoveryCodes(trx: Executor, account: { id: string; email: string }, now: Date) {
+    const codes = Array.from({ length: RECOVERY_CODE_COUNT }, newRecoveryCode);
+    const hmacs = codes.map((code) => recoveryCodeHmac(keys, account.id, normalizeRecoveryCode(code) as string));
+    await store.replaceRecoveryCodes(trx, account, hmacs, now);
+    return codes;
+  }
+
+  /** Uses one of the account's unused recovery codes (atomic: one of two concurrent uses succeeds). */
+  async function useRecoveryCode(trx: Executor, userId: string, input: string, now: Date): Promise<boolean> {
+    const normalized = normalizeRecoveryCode(input);
+    // A malformed code costs the same statement as a wrong one.
+    const hmac = recoveryCodeHmac(keys, userId, normalized ?? '-');
+    return store.useRecoveryCode(trx, userId, hmac, now);
+  }
+
   return {
     next,
     check,
+    issueRecoveryCodes,
+    useRecoveryCode,
+    /** Removes the account's recovery codes (its last verified factor went). */
+    removeRecoveryCodes: (trx: Executor, account: { id: string; email: string }, now: Date) =>
+      store.replaceRecoveryCodes(trx, account, [], now),
     checkToken,
     consume,
     takeToken,

@@ -94,7 +94,7 @@ export function createPasswordlessSignIn(
       const removal = await unproven.removeOnProof(trx, account, 'sign-in code', now);
       const user = await users.findUserById(trx, account.id);
       if (user === undefined) return undefined;
-      return { session: await issuer.start(user, client, trx), ended, removal };
+      return { session: await issuer.start(user, client, 'otp', trx), ended, removal };
     });
   }
 

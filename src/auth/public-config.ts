@@ -48,6 +48,8 @@ export function createPublicAuthConfig(config: Readonly<Config>): { body: Public
     disableSignup: !config.allowSignUp,
     redirectUrl: config.authRedirectUrl ?? null,
     verifyEmailUrl: config.emailVerifyUrl,
+    mfaFactorTypes: ['totp'],
+    mfaRequiredForAdmins: config.mfa.requiredForAdmins,
     resetPasswordUrl: config.resetPasswordUrl,
   };
   const etag = `"${createHash('sha256').update(JSON.stringify(body)).digest('base64url').slice(0, 22)}"`;

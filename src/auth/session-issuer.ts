@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import * as sessions from '../db/repositories/sessions.ts';
 import type { UserRow } from '../db/repositories/users.ts';
-import type { ClientType, Database } from '../db/schema.ts';
+import type { Aal, AuthMethod, ClientType, Database } from '../db/schema.ts';
 import { type AuthDeps, type ClientInfo, inSeconds, knownDeviceFor } from './auth-context.ts';
 import { hmacHex, newOpaqueToken, sha256Hex } from './crypto.ts';
 import { deviceAccount, newDeviceId, signDevice } from './known-device.ts';
@@ -44,6 +44,9 @@ export function createSessionIssuer(deps: AuthDeps) {
         role: user.role,
         sid: session.id,
         token_use: 'access',
+        aal: session.aal,
+        amr: session.amr,
+        ...(session.mfa_pending && session.aal === 'aal1' ? { next_aal: 'aal2' as const } : {}),
       }),
       refreshToken,
       csrfToken: csrfFor(session.id),
@@ -52,10 +55,13 @@ export function createSessionIssuer(deps: AuthDeps) {
     };
   }
 
-  function newSession(user: UserRow, client: ClientInfo) {
+  function newSession(user: UserRow, client: ClientInfo, methods: readonly AuthMethod['method'][], aal: Aal = 'aal1') {
     const now = clock.now();
     const refreshToken = newOpaqueToken();
+    const timestamp = Math.floor(now.getTime() / 1000);
     const row: sessions.NewSession = {
+      aal,
+      amr: methods.map((method) => ({ method, timestamp })),
       userId: user.id,
       refreshTokenHash: sha256Hex(refreshToken),
       clientType: client.clientType,
@@ -76,9 +82,19 @@ export function createSessionIssuer(deps: AuthDeps) {
     return signDevice(keys.device, deviceId, deviceAccount(user), now);
   }
 
-  /** Opens a session for `user` (in `executor`'s transaction when given). */
-  async function start(user: UserRow, client: ClientInfo, executor: Kysely<Database> = db): Promise<IssuedSession> {
-    const { row, refreshToken, now } = newSession(user, client);
+  /**
+   * Opens a session for `user`, proven by `method` (in `executor`'s transaction when given). It owes
+   * a second step when the account has a verified factor: read from the account's row as the session
+   * is inserted (FOR SHARE), so that a factor verified meanwhile either commits first (and this
+   * session owes the step) or waits, and then ends this session with the account's others.
+   */
+  async function start(
+    user: UserRow,
+    client: ClientInfo,
+    method: AuthMethod['method'],
+    executor: Kysely<Database> = db,
+  ): Promise<IssuedSession> {
+    const { row, refreshToken, now } = newSession(user, client, [method]);
     const session = await sessions.insertSession(executor, row);
     return {
       ...issued(user, session, refreshToken, client.clientType, now),
@@ -92,7 +108,7 @@ export function createSessionIssuer(deps: AuthDeps) {
    */
   async function startAfterPasswordCheck(user: UserRow & { password_hash: string }, client: ClientInfo) {
     if (user.disabled_at !== null) return undefined;
-    const { row, refreshToken, now } = newSession(user, client);
+    const { row, refreshToken, now } = newSession(user, client, ['password']);
     const checked = { passwordHash: user.password_hash, role: user.role };
     const session = await sessions.insertSessionIfCredentialsHold(db, row, checked);
     if (session === undefined) return undefined;
@@ -117,7 +133,31 @@ export function createSessionIssuer(deps: AuthDeps) {
     return ids.length > 0;
   }
 
-  return { issued, start, startAfterPasswordCheck, csrfFor, revoked, endSession };
+  /**
+   * Replaces a session that proved a second factor with a new one at aal2 (in `trx`): the old one
+   * ends, so that every token issued before the step stops working, everywhere.
+   */
+  async function stepUp(
+    trx: Kysely<Database>,
+    user: UserRow,
+    previous: sessions.SessionRow,
+    method: AuthMethod['method'],
+    client: ClientInfo,
+  ): Promise<{ issued: IssuedSession; ended: string[] }> {
+    const { row, refreshToken, now } = newSession(user, client, [], 'aal2');
+    row.amr = [...previous.amr, { method, timestamp: Math.floor(now.getTime() / 1000) }];
+    const ended = await sessions.revokeSession(trx, previous.id, now);
+    const session = await sessions.insertSession(trx, row);
+    return {
+      issued: {
+        ...issued(user, session, refreshToken, client.clientType, now),
+        deviceToken: deviceTokenFor(user, client, now),
+      },
+      ended,
+    };
+  }
+
+  return { issued, start, startAfterPasswordCheck, stepUp, csrfFor, revoked, endSession };
 }
 
 export type SessionIssuer = ReturnType<typeof createSessionIssuer>;

@@ -28,7 +28,7 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
   ): Promise<SignUpOutcome> {
     const session = await db.transaction().execute(async (trx) => {
       const created = await users.insertPasswordUser(trx, { ...input, emailVerified: false });
-      return created ? sessions.start(created, client, trx) : undefined;
+      return created ? sessions.start(created, client, 'password', trx) : undefined;
     });
     if (!session) throw new ApiError('USER_ALREADY_EXISTS', 'An account with this email already exists');
     return { kind: 'session', session };

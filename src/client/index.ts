@@ -25,6 +25,9 @@ export type SessionResult = components['schemas']['SessionResult'];
 export type AccessTokenClaims = components['schemas']['AccessTokenClaims'];
 /** The public key set that verifies access tokens. */
 export type Jwks = components['schemas']['Jwks'];
+/** A second factor (`GET /api/auth/factors`), and one just enrolled with its secret. */
+export type Factor = components['schemas']['Factor'];
+export type EnrolledFactor = components['schemas']['EnrolledFactor'];
 
 export interface SessionTokens {
   accessToken: string | undefined;
@@ -57,7 +60,7 @@ export interface ClientOptions {
 /** The answers of a refresh that mean the refresh token (or its CSRF token) is not accepted. */
 const REFUSED = new Set([400, 401, 403]);
 
-const SESSION_RESULT = /\/api\/auth\/(sessions|email\/verify|refresh|users|oauth\/exchange|id-token)$/;
+const SESSION_RESULT = /\/api\/auth\/(sessions|email\/verify|refresh|users|oauth\/exchange|id-token|mfa\/verify)$/;
 const SESSION_END = /\/api\/auth\/logout$/;
 const SIGN_UP = /\/api\/auth\/users$/;
 // Operations where a known device has its own budget or back-off (the X-Device-Token header).

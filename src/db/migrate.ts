@@ -21,6 +21,7 @@ import * as m0018 from './migrations/0018_code_attempt_misses.ts';
 import * as m0019 from './migrations/0019_one_time_codes.ts';
 import * as m0020 from './migrations/0020_signing_keys.ts';
 import * as m0021 from './migrations/0021_one_time_codes_fillfactor.ts';
+import * as m0022 from './migrations/0022_mfa.ts';
 import { applyRepeatableSql } from './repeatable-sql.ts';
 import type { Database } from './schema.ts';
 
@@ -47,6 +48,7 @@ export const migrations: Record<string, Migration> = {
   '0019_one_time_codes': m0019,
   '0020_signing_keys': m0020,
   '0021_one_time_codes_fillfactor': m0021,
+  '0022_mfa': m0022,
 };
 
 /**

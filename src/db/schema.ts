@@ -35,6 +35,8 @@ export interface UsersTable {
   password_unproven_since: ColumnType<Date | null, Date | null | undefined, Date | null>;
   /** Goes up when the password is removed, reset or changed: device signals issued before stop counting. */
   device_epoch: ColumnType<number, number | undefined, number>;
+  /** Whether the account has a verified second factor (migration 0022). */
+  mfa_enabled: ColumnType<boolean, boolean | undefined, boolean>;
   created_at: ColumnType<Date, Date | undefined, never>;
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }
@@ -143,6 +145,40 @@ export interface SessionsTable {
   revoked_at: Date | null;
   user_agent: string | null;
   ip: string | null;
+  /** The session's assurance level (migration 0022). */
+  aal: ColumnType<Aal, Aal | undefined, Aal>;
+  /** How its factors were proven, in order. */
+  amr: ColumnType<AuthMethod[], string | undefined, string>;
+  /** The account had a verified factor when the session opened, and the session has not proven one. */
+  mfa_pending: ColumnType<boolean, boolean | undefined, boolean>;
+}
+
+export type Aal = 'aal1' | 'aal2';
+/** One proven factor of a session (the `amr` claim's entries). */
+export interface AuthMethod {
+  method: 'password' | 'otp' | 'oauth' | 'id_token' | 'totp' | 'recovery_code';
+  /** Seconds since the epoch. */
+  timestamp: number;
+}
+
+export interface MfaFactorsTable {
+  id: Generated<string>;
+  user_id: string;
+  type: 'totp';
+  friendly_name: string | null;
+  secret_sealed: string;
+  status: 'unverified' | 'verified';
+  created_at: Date;
+  verified_at: Date | null;
+  last_used_at: Date | null;
+  last_used_step: ColumnType<number | null, number | null | undefined, number | null>;
+}
+
+export interface MfaAttemptsTable {
+  user_id: string;
+  factor_key: string;
+  window_started_at: Date;
+  failures: number;
 }
 
 /** Revocations of the sessions of deleted accounts, kept while their access tokens may be unexpired. */
@@ -226,6 +262,8 @@ export interface Database {
   user_count: UserCountTable;
   app_settings: AppSettingsTable;
   users: UsersTable;
+  mfa_factors: MfaFactorsTable;
+  mfa_attempts: MfaAttemptsTable;
   user_providers: UserProvidersTable;
   oauth_authorizations: OAuthAuthorizationsTable;
   oauth_codes: OAuthCodesTable;

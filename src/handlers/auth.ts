@@ -235,7 +235,11 @@ export function authHandlers(ctx: AppContext): HandlersFor<AuthOperations> {
     },
 
     async getCurrentSession(request) {
-      return { user: await auth.currentUser(request.user.sub) };
+      return {
+        user: await auth.currentUser(request.user.sub),
+        aal: request.user.aal ?? 'aal1',
+        nextLevel: request.user.next_aal ?? null,
+      };
     },
   } satisfies HandlersFor<AuthOperations>;
 }

@@ -4,6 +4,7 @@ import { emailCodeHandlers } from './email-codes.ts';
 import { embeddingHandlers } from './embeddings.ts';
 import { healthHandlers } from './health.ts';
 import { metricsHandlers } from './metrics.ts';
+import { mfaHandlers } from './mfa.ts';
 import { oauthHandlers } from './oauth.ts';
 import { profileHandlers } from './profiles.ts';
 import { publicConfigHandlers } from './public-config.ts';
@@ -18,6 +19,7 @@ export function createServiceHandlers(ctx: AppContext): ServiceHandlers {
     ...healthHandlers(ctx),
     ...metricsHandlers(ctx),
     ...authHandlers(ctx),
+    ...mfaHandlers(ctx),
     ...emailCodeHandlers(ctx),
     ...oauthHandlers(ctx),
     ...userHandlers(ctx),

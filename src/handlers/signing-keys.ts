@@ -12,7 +12,7 @@ type SigningKeyOperations =
 /** How long verifiers may keep the JWKS and the discovery document (at most 10 minutes by the contract). */
 const PUBLISHED_CACHE_CONTROL = 'public, max-age=300';
 
-const CLAIMS = ['sub', 'email', 'role', 'sid', 'token_use', 'iss', 'aud', 'iat', 'exp', 'jti'];
+const CLAIMS = ['sub', 'email', 'role', 'sid', 'token_use', 'iss', 'aud', 'iat', 'exp', 'jti', 'aal', 'amr'];
 
 /**
  * Handlers of the `signing-keys` tag: the public keys for anyone, their management for

@@ -1,12 +1,13 @@
 import { toApiUser } from '../auth/user-view.ts';
 import type { AppContext } from '../context.ts';
 import { listUsersPage } from '../db/repositories/user-directory.ts';
+import { ApiError } from '../errors.ts';
 import type { HandlersFor } from './types.ts';
 
 /** offset and limit arrive as strings of digits within their bounds (the schema's patterns). */
 const pageNumber = (raw: string | undefined, fallback: number): number => (raw === undefined ? fallback : Number(raw));
 
-type UserOperations = 'listUsers' | 'getUser' | 'updateUser' | 'deleteUsers';
+type UserOperations = 'listUsers' | 'getUser' | 'updateUser' | 'deleteUsers' | 'deleteUserFactors';
 
 /** Handlers of the `users` tag (administrators only: x-roles in openapi.yaml). */
 export function userHandlers(ctx: AppContext): HandlersFor<UserOperations> {
@@ -34,6 +35,18 @@ export function userHandlers(ctx: AppContext): HandlersFor<UserOperations> {
         request.body.userIds,
       );
       return { message: `${deletedCount} user${deletedCount === 1 ? '' : 's'} deleted`, deletedCount };
+    },
+
+    async deleteUserFactors(request, reply) {
+      if (!(await ctx.auth.factors.removeAllOf(request.params.userId))) {
+        throw new ApiError('NOT_FOUND', 'No such user');
+      }
+      request.log.info(
+        { adminId: request.user.sub, userId: request.params.userId },
+        'mfa: factors removed by an administrator',
+      );
+      reply.code(204);
+      return undefined;
     },
   } satisfies HandlersFor<UserOperations>;
 }

@@ -94,6 +94,11 @@ export function admitSockets(io: Server, { app, config, quota, log }: HandshakeO
     if (typeof token !== 'string') return next(refusal('UNAUTHORIZED', 'auth.token must be a string'));
     try {
       const claims = verifyAccessToken(app, token);
+      if (claims.next_aal === 'aal2') {
+        return next(
+          refusal('MFA_REQUIRED', 'This session has not proven its second factor: use POST /api/auth/mfa/verify'),
+        );
+      }
       socket.data = {
         userId: claims.sub,
         sessionId: claims.sid,

@@ -146,7 +146,7 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer, mail:
     if (!constantTimeEqual(s256(verifier), issued.code_challenge)) throw codeInvalid();
     const user = await users.findUserById(db, issued.user_id);
     if (user === undefined || user.disabled_at !== null) throw codeInvalid();
-    return sessions.start(user, client);
+    return sessions.start(user, client, 'oauth');
   }
 
   /** The session for an ID token a configured OpenID Connect provider issued to this service's client id. */
@@ -175,7 +175,7 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer, mail:
     }
     try {
       const user = await accountForIdentity(deps, body.provider, identity, unproven);
-      return await sessions.start(user, client);
+      return await sessions.start(user, client, 'id_token');
     } catch (err) {
       await oauth.forgetIdTokenUse(db, tokenHash).catch((forgetErr: unknown) => {
         log.warn({ err: forgetErr }, 'oauth: an ID token that opened no session stays recorded as used');

@@ -498,3 +498,47 @@ export async function deleteExpiredCodes(db: Executor, now: Date): Promise<numbe
     .executeTakeFirst();
   return Number(codes.numDeletedRows) + Number(misses.numDeletedRows);
 }
+
+/** When recovery codes stop working by themselves: never, in practice (they are replaced or used). */
+const RECOVERY_CODES_EXPIRE = new Date('2200-01-01T00:00:00Z');
+
+/** Replaces an account's recovery codes with these (their HMACs). */
+export async function replaceRecoveryCodes(
+  db: Executor,
+  account: { id: string; email: string },
+  hmacs: readonly string[],
+  now: Date,
+): Promise<void> {
+  await db.deleteFrom('one_time_codes').where('purpose', '=', 'recovery').where('user_id', '=', account.id).execute();
+  if (hmacs.length === 0) return;
+  await db
+    .insertInto('one_time_codes')
+    .values(
+      hmacs.map((hmac) => ({
+        purpose: 'recovery' as const,
+        email: account.email,
+        user_id: account.id,
+        code_hmac: hmac,
+        code_expires_at: RECOVERY_CODES_EXPIRE,
+        created_at: now,
+      })),
+    )
+    .execute();
+}
+
+/**
+ * Uses an unused recovery code of the account (by its HMAC): one atomic UPDATE, so that of two
+ * requests with the same code exactly one gets it. True when this call used it.
+ */
+export async function useRecoveryCode(db: Executor, userId: string, hmac: string, now: Date): Promise<boolean> {
+  const row = await db
+    .updateTable('one_time_codes')
+    .set({ consumed_at: now })
+    .where('purpose', '=', 'recovery')
+    .where('user_id', '=', userId)
+    .where('code_hmac', '=', hmac)
+    .where('consumed_at', 'is', null)
+    .returning('id')
+    .executeTakeFirst();
+  return row !== undefined;
+}

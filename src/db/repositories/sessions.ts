@@ -1,10 +1,12 @@
 import { type Selectable, sql } from 'kysely';
-import type { ClientType, Executor, Role, SessionsTable } from '../schema.ts';
+import type { Aal, AuthMethod, ClientType, Executor, Role, SessionsTable } from '../schema.ts';
 
 export type SessionRow = Selectable<SessionsTable>;
 
 /** A new session's row. */
 export interface NewSession {
+  aal: Aal;
+  amr: AuthMethod[];
   userId: string;
   refreshTokenHash: string;
   clientType: ClientType;
@@ -14,21 +16,58 @@ export interface NewSession {
   ip: string | null;
 }
 
+/**
+ * Inserts a session for a live account (undefined when it is gone). It owes a second step when it
+ * is below aal2 and the account has a verified factor, read from the account's row FOR SHARE: a
+ * first factor's verification (which updates that row) commits first, or waits for this insert
+ * and then ends this session with the account's others below aal2.
+ */
 export async function insertSession(db: Executor, s: NewSession): Promise<SessionRow> {
+  return insertFromAccount(db, s, (q) => q).executeTakeFirstOrThrow();
+}
+
+/** `insert into sessions ... select ... from users where id = <s.userId> ... for share`. */
+function insertFromAccount(
+  db: Executor,
+  s: NewSession,
+  conditions: (q: ReturnType<typeof accountRow>) => ReturnType<typeof accountRow>,
+) {
   return db
     .insertInto('sessions')
-    .values({
-      user_id: s.userId,
-      refresh_token_hash: s.refreshTokenHash,
-      client_type: s.clientType,
-      created_at: s.now,
-      last_used_at: s.now,
-      expires_at: s.expiresAt,
-      user_agent: s.userAgent,
-      ip: s.ip,
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow();
+    .columns([
+      'user_id',
+      'refresh_token_hash',
+      'client_type',
+      'created_at',
+      'last_used_at',
+      'expires_at',
+      'user_agent',
+      'ip',
+      'aal',
+      'amr',
+      'mfa_pending',
+    ])
+    .expression(conditions(accountRow(db, s)).forShare())
+    .returningAll();
+}
+
+function accountRow(db: Executor, s: NewSession) {
+  return db
+    .selectFrom('users')
+    .select((eb) => [
+      'id',
+      eb.val(s.refreshTokenHash).as('refresh_token_hash'),
+      eb.val(s.clientType).as('client_type'),
+      eb.val(s.now).as('created_at'),
+      eb.val(s.now).as('last_used_at'),
+      eb.val(s.expiresAt).as('expires_at'),
+      eb.val(s.userAgent).as('user_agent'),
+      eb.val(s.ip).as('ip'),
+      eb.val(s.aal).as('aal'),
+      sql<string>`${JSON.stringify(s.amr)}::jsonb`.as('amr'),
+      (s.aal === 'aal1' ? sql<boolean>`users.mfa_enabled` : sql<boolean>`false`).as('mfa_pending'),
+    ])
+    .where('id', '=', s.userId);
 }
 
 /**
@@ -44,39 +83,12 @@ export async function insertSessionIfCredentialsHold(
   s: NewSession,
   checked: { passwordHash: string; role: Role },
 ): Promise<SessionRow | undefined> {
-  return db
-    .insertInto('sessions')
-    .columns([
-      'user_id',
-      'refresh_token_hash',
-      'client_type',
-      'created_at',
-      'last_used_at',
-      'expires_at',
-      'user_agent',
-      'ip',
-    ])
-    .expression(
-      db
-        .selectFrom('users')
-        .select((eb) => [
-          'id',
-          eb.val(s.refreshTokenHash).as('refresh_token_hash'),
-          eb.val(s.clientType).as('client_type'),
-          eb.val(s.now).as('created_at'),
-          eb.val(s.now).as('last_used_at'),
-          eb.val(s.expiresAt).as('expires_at'),
-          eb.val(s.userAgent).as('user_agent'),
-          eb.val(s.ip).as('ip'),
-        ])
-        .where('id', '=', s.userId)
-        .where('password_hash', '=', checked.passwordHash)
-        .where('role', '=', checked.role)
-        .where('disabled_at', 'is', null)
-        .forShare(),
-    )
-    .returningAll()
-    .executeTakeFirst();
+  return insertFromAccount(db, s, (q) =>
+    q
+      .where('password_hash', '=', checked.passwordHash)
+      .where('role', '=', checked.role)
+      .where('disabled_at', 'is', null),
+  ).executeTakeFirst();
 }
 
 export async function findSessionByRefreshHash(db: Executor, hash: string): Promise<SessionRow | undefined> {
@@ -141,14 +153,21 @@ export const SESSION_REVOKED_CHANNEL = 'auth_session_revoked';
 async function revokeWhere(
   db: Executor,
   now: Date,
-  filter: { sessionId: string } | { userId: string; exceptSessionId?: string | undefined },
+  filter:
+    | { sessionId: string }
+    | { userId: string; exceptSessionId?: string | undefined; belowAal2?: boolean | undefined },
 ): Promise<string[]> {
   const condition =
     'sessionId' in filter
       ? sql`id = ${filter.sessionId}`
-      : filter.exceptSessionId === undefined
-        ? sql`user_id = ${filter.userId}`
-        : sql`user_id = ${filter.userId} and id <> ${filter.exceptSessionId}`;
+      : sql.join(
+          [
+            sql`user_id = ${filter.userId}`,
+            ...(filter.exceptSessionId === undefined ? [] : [sql`id <> ${filter.exceptSessionId}`]),
+            ...(filter.belowAal2 ? [sql`aal = 'aal1'`] : []),
+          ],
+          sql` and `,
+        );
   const result = await sql<{ id: string }>`
     with revoked as (
       update sessions set revoked_at = ${now}
@@ -204,4 +223,9 @@ export function revokeUserSessions(
   exceptSessionId?: string,
 ): Promise<string[]> {
   return revokeWhere(db, now, { userId, exceptSessionId });
+}
+
+/** Revokes every live session of a user below aal2; returns their ids. */
+export function revokeUserSessionsBelowAal2(db: Executor, userId: string, now: Date): Promise<string[]> {
+  return revokeWhere(db, now, { userId, belowAal2: true });
 }

@@ -1,0 +1,122 @@
+// An account's second factors: enrollment, the list, removal (by their owner or an administrator)
+// and the recovery codes. Proving a factor is second-step.ts.
+import { randomUUID } from 'node:crypto';
+import * as mfa from '../../db/repositories/mfa.ts';
+import * as sessions from '../../db/repositories/sessions.ts';
+import { ApiError } from '../../errors.ts';
+import type { AuthDeps } from '../auth-context.ts';
+import { seal } from '../crypto.ts';
+import type { OneTimeCodes } from '../one-time-codes.ts';
+import type { SessionIssuer } from '../session-issuer.ts';
+import { newTotpSecret, qrCodeDataUri, totpUri } from './totp.ts';
+
+/** The most factors (verified, and enrollments under way) an account may have. */
+export const MAX_FACTORS = 10;
+
+/** A factor as the contract shows it. */
+export function toApiFactor(row: mfa.FactorRow) {
+  return {
+    id: row.id,
+    type: row.type,
+    friendlyName: row.friendly_name,
+    status: row.status,
+    createdAt: row.created_at.toISOString(),
+    lastUsedAt: row.last_used_at?.toISOString() ?? null,
+  };
+}
+
+const factorNotFound = () => new ApiError('NOT_FOUND', 'No such factor');
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The secret of a factor, sealed for storage (bound to the factor's id). */
+export const sealFactorSecret = (deps: AuthDeps, factorId: string, secret: string) =>
+  seal(deps.keys.mfa, secret, `mfa-factor:${factorId}`);
+
+export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneTimeCodes) {
+  const { db, clock, config } = deps;
+
+  async function list(userId: string) {
+    return (await mfa.listFactors(db, userId, clock.now())).map(toApiFactor);
+  }
+
+  /** Starts a TOTP enrollment: the factor is unverified until its first code (second-step.ts). */
+  async function enroll(account: { userId: string; email: string }, friendlyName: string | null) {
+    const id = randomUUID();
+    const secret = newTotpSecret();
+    const now = clock.now();
+    const row = await db
+      .transaction()
+      .execute((trx) =>
+        mfa.insertFactor(
+          trx,
+          { id, userId: account.userId, friendlyName, secretSealed: sealFactorSecret(deps, id, secret), now },
+          MAX_FACTORS,
+        ),
+      );
+    if (row === undefined) throw new ApiError('FACTOR_STATE', `An account has at most ${MAX_FACTORS} factors`);
+    const uri = totpUri(secret, config.mfa.issuer, account.email);
+    return {
+      ...toApiFactor(row),
+      status: 'unverified' as const,
+      lastUsedAt: null,
+      totp: { secret, uri, qrCode: await qrCodeDataUri(uri) },
+    };
+  }
+
+  /**
+   * Removes one of the caller's factors. When the last verified one goes, the account no longer
+   * has a second factor: its recovery codes go too, and its sessions that owe a second step end.
+   */
+  async function remove(account: { userId: string; email: string }, factorId: string) {
+    // An id that is not a UUID is answered as an unknown one.
+    if (!UUID.test(factorId)) throw factorNotFound();
+    const now = clock.now();
+    const ended = await db.transaction().execute(async (trx) => {
+      const locked = await mfa.lockAccountMfa(trx, account.userId);
+      if (locked === undefined) throw factorNotFound();
+      const deleted = await mfa.deleteFactor(trx, account.userId, factorId);
+      if (deleted === undefined) throw factorNotFound();
+      if (!deleted.wasVerified || (await mfa.refreshMfaEnabled(trx, account.userId))) return [];
+      await codes.removeRecoveryCodes(trx, { id: locked.id, email: locked.email }, now);
+      return sessions.revokeUserSessionsBelowAal2(trx, account.userId, now);
+    });
+    issuer.revoked(ended);
+  }
+
+  /** New recovery codes, voiding the earlier ones; the account needs a verified factor. */
+  async function regenerateRecoveryCodes(userId: string) {
+    const now = clock.now();
+    return db.transaction().execute(async (trx) => {
+      const locked = await mfa.lockAccountMfa(trx, userId);
+      if (locked?.mfa_enabled !== true) {
+        throw new ApiError('FACTOR_STATE', 'Recovery codes need a verified factor; enroll one first');
+      }
+      return codes.issueRecoveryCodes(trx, { id: locked.id, email: locked.email }, now);
+    });
+  }
+
+  /** An administrator removes every factor and recovery code of an account, and ends its sessions. */
+  async function removeAllOf(userId: string): Promise<boolean> {
+    const now = clock.now();
+    const result = await db.transaction().execute(async (trx) => {
+      const locked = await trx
+        .selectFrom('users')
+        .select(['id', 'email'])
+        .where('id', '=', userId)
+        .forUpdate()
+        .executeTakeFirst();
+      if (locked === undefined) return undefined;
+      await mfa.deleteAllFactors(trx, userId);
+      await mfa.refreshMfaEnabled(trx, userId);
+      await codes.removeRecoveryCodes(trx, locked, now);
+      return sessions.revokeUserSessions(trx, userId, now);
+    });
+    if (result === undefined) return false;
+    issuer.revoked(result);
+    return true;
+  }
+
+  return { list, enroll, remove, regenerateRecoveryCodes, removeAllOf };
+}
+
+export type Factors = ReturnType<typeof createFactors>;

@@ -1,0 +1,100 @@
+// The second step: a TOTP code of one of the account's factors, or a recovery code, raises the
+// caller's session to aal2 (as a new session: every token issued before the step stops working).
+import * as mfa from '../../db/repositories/mfa.ts';
+import * as sessions from '../../db/repositories/sessions.ts';
+import * as users from '../../db/repositories/users.ts';
+import { ApiError } from '../../errors.ts';
+import type { AuthDeps, ClientInfo } from '../auth-context.ts';
+import { invalidOtp } from '../auth-context.ts';
+import { unseal } from '../crypto.ts';
+import type { OneTimeCodes } from '../one-time-codes.ts';
+import type { IssuedSession, SessionIssuer } from '../session-issuer.ts';
+import { matchTotpStep } from './totp.ts';
+
+/** Wrong codes allowed per factor (recovery codes together) in MFA_ATTEMPT_WINDOW_MS. */
+export const MAX_MFA_FAILURES = 5;
+export const MFA_ATTEMPT_WINDOW_MS = 5 * 60_000;
+const RECOVERY_KEY = 'recovery';
+
+export type SecondStepInput = { factorId: string; code: string } | { recoveryCode: string };
+
+const factorNotFound = () => new ApiError('NOT_FOUND', 'No such factor');
+const sessionEnded = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
+
+export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: OneTimeCodes) {
+  const { db, clock, keys } = deps;
+
+  /**
+   * Counts the attempt before the code is compared, committed whatever the answer: past
+   * MAX_MFA_FAILURES in the window, every code is refused (429, the right one too).
+   */
+  async function takeAttempt(userId: string, factorKey: string): Promise<void> {
+    const now = clock.now();
+    const { attempts, windowEndsAt } = await mfa.takeMfaAttempt(db, userId, factorKey, now, MFA_ATTEMPT_WINDOW_MS);
+    if (attempts > MAX_MFA_FAILURES) {
+      const seconds = Math.max(1, Math.ceil((windowEndsAt.getTime() - now.getTime()) / 1000));
+      throw new ApiError('RATE_LIMITED', `Too many wrong codes; try again in ${seconds} s`, {
+        'retry-after': String(seconds),
+      });
+    }
+  }
+
+  async function verify(
+    caller: { userId: string; sessionId: string },
+    input: SecondStepInput,
+    client: ClientInfo,
+  ): Promise<IssuedSession & { recoveryCodes?: string[] }> {
+    const { userId } = caller;
+    let step: number | undefined;
+    let factorKey = RECOVERY_KEY;
+    if ('factorId' in input) {
+      const factor = await mfa.findFactor(db, userId, input.factorId, clock.now());
+      if (factor === undefined) throw factorNotFound();
+      factorKey = factor.id;
+      await takeAttempt(userId, factorKey);
+      step = matchTotpStep(unseal(keys.mfa, factor.secret_sealed, `mfa-factor:${factor.id}`), input.code, clock.now());
+      if (step === undefined) throw invalidOtp();
+    } else {
+      await takeAttempt(userId, factorKey);
+    }
+    const now = clock.now();
+    const { result, ended } = await db.transaction().execute(async (trx) => {
+      // The account's row first: verifications of one account, and sessions opening meanwhile, are ordered.
+      const account = await mfa.lockAccountMfa(trx, userId);
+      if (account === undefined) throw sessionEnded();
+      const previous = await sessions.findSessionForShare(trx, caller.sessionId);
+      if (previous === undefined || previous.revoked_at !== null || previous.user_id !== userId) throw sessionEnded();
+      let recoveryCodes: string[] | undefined;
+      let ended: string[] = [];
+      if ('factorId' in input) {
+        const accepted = await mfa.acceptTotpStep(trx, userId, input.factorId, step as number, now);
+        if (accepted === undefined) throw invalidOtp(); // replayed, or the factor went meanwhile
+        if (!accepted.wasVerified) {
+          // A factor's first code: the account has a second factor from now on; its sessions
+          // that did not prove one end, and its first factor brings the recovery codes.
+          if (!account.mfa_enabled) {
+            recoveryCodes = await codes.issueRecoveryCodes(trx, { id: account.id, email: account.email }, now);
+          }
+          await mfa.refreshMfaEnabled(trx, userId);
+          ended = await sessions.revokeUserSessionsBelowAal2(trx, userId, now);
+        }
+      } else {
+        if (!account.mfa_enabled || !(await codes.useRecoveryCode(trx, userId, input.recoveryCode, now))) {
+          throw invalidOtp();
+        }
+      }
+      await mfa.clearMfaAttempts(trx, userId, factorKey);
+      const user = await users.findUserById(trx, userId);
+      if (user === undefined) throw sessionEnded();
+      const stepped = await issuer.stepUp(trx, user, previous, 'factorId' in input ? 'totp' : 'recovery_code', client);
+      return {
+        result: recoveryCodes === undefined ? stepped.issued : { ...stepped.issued, recoveryCodes },
+        ended: [...ended, ...stepped.ended],
+      };
+    });
+    issuer.revoked(ended);
+    return result;
+  }
+
+  return { verify };
+}

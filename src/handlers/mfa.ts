@@ -1,0 +1,47 @@
+import type { AppContext } from '../context.ts';
+import { clientInfo, sessionResult } from './auth.ts';
+import type { HandlersFor } from './types.ts';
+
+type MfaOperations = 'listFactors' | 'createFactor' | 'deleteFactor' | 'regenerateRecoveryCodes' | 'verifyMfa';
+
+/**
+ * Handlers of the `mfa` tag. Which session may call each (x-aal in openapi.yaml) is checked before
+ * they run (operation-rules.ts).
+ */
+export function mfaHandlers(ctx: AppContext): HandlersFor<MfaOperations> {
+  return {
+    async listFactors(request) {
+      return { factors: await ctx.auth.factors.list(request.user.sub) };
+    },
+
+    async createFactor(request, reply) {
+      const enrolled = await ctx.auth.factors.enroll(
+        { userId: request.user.sub, email: request.user.email },
+        request.body.friendlyName ?? null,
+      );
+      reply.code(201);
+      return enrolled;
+    },
+
+    async deleteFactor(request, reply) {
+      await ctx.auth.factors.remove({ userId: request.user.sub, email: request.user.email }, request.params.factorId);
+      reply.code(204);
+      return undefined;
+    },
+
+    async regenerateRecoveryCodes(request) {
+      return { codes: await ctx.auth.factors.regenerateRecoveryCodes(request.user.sub) };
+    },
+
+    async verifyMfa(request, reply) {
+      const client = clientInfo(request, request.query.client_type);
+      const issued = await ctx.auth.secondStep.verify(
+        { userId: request.user.sub, sessionId: request.user.sid },
+        request.body,
+        client,
+      );
+      const result = sessionResult(ctx.config, reply, issued);
+      return issued.recoveryCodes === undefined ? result : { ...result, recoveryCodes: issued.recoveryCodes };
+    },
+  } satisfies HandlersFor<MfaOperations>;
+}
