@@ -47,6 +47,31 @@ function totp(secret: string, at = clock.now()): string {
   }).trim();
 }
 
+/**
+ * The first email to `email` after the first `after` ones that carries a code or a link: the
+ * notices about second factors are sent in the background and may arrive in between.
+ */
+async function mailWithCode(email: string, after: number) {
+  for (let n = after + 1; n <= after + 4; n++) {
+    const mail = await s.nthMail(email, n);
+    if (mail.code !== undefined || mail.token !== undefined) return mail;
+  }
+  throw new Error(`no email with a code for ${email}`);
+}
+
+/** The subjects of the emails to `email` about its second factors, once `count` have arrived. */
+async function factorNotices(email: string, count: number): Promise<string[]> {
+  for (let i = 0; i < 100; i++) {
+    const notices = s.smtp
+      .to(email)
+      .filter((m) => /second factors|recovery code was used/.test(m.subject))
+      .map((m) => m.subject);
+    if (notices.length >= count) return notices;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return [];
+}
+
 /** The next 30-second step: a code of a step the factor has used already is refused. */
 const nextStep = () => clock.advance(30);
 
@@ -185,6 +210,7 @@ t.test('enrollment: a secret, its URI and QR code; the first code verifies it an
   assertErrorBody(t, await get('/api/auth/sessions/current', token), 401, 'SESSION_REVOKED');
   const after = await get('/api/auth/factors', body.accessToken);
   t.equal(after.json().factors[0].status, 'verified');
+  t.same(await factorNotices(email, 1), ['The second factors of your account changed'], 'the owner is told by email');
   t.not(after.json().factors[0].lastUsedAt, null);
 });
 
@@ -199,7 +225,7 @@ t.test('email code sign-in: enforced, then raised', async (t) => {
     const sends = s.smtp.to(account.email).length;
     clock.advance(61);
     t.equal((await post('/api/auth/email/send-otp', undefined, { email: account.email })).statusCode, 202);
-    const mail = await s.nthMail(account.email, sends + 1);
+    const mail = await mailWithCode(account.email, sends);
     const res = await post('/api/auth/sessions?client_type=mobile', undefined, {
       method: 'otp',
       email: account.email,
@@ -238,7 +264,7 @@ t.test('email verification: enforced, then raised', async (t) => {
     const before = s.smtp.to(email).length;
     clock.advance(61);
     t.equal((await s.sendVerification(email)).statusCode, 202);
-    const mail = await s.nthMail(email, before + 1);
+    const mail = await mailWithCode(email, before);
     t.ok(mail.code, 'a verification code for the account without a password');
     const res = await s.verifyElsewhere({ email, otp: mail.code });
     t.equal(res.statusCode, 200, 'email verification');
@@ -354,6 +380,7 @@ t.test('two requests with the same recovery code: exactly one succeeds', async (
   const code = account.recoveryCodes[0] as string;
   const answers = await Promise.all([mfaVerify(one, { recoveryCode: code }), mfaVerify(two, { recoveryCode: code })]);
   t.same(answers.map((a) => a.statusCode).sort(), [200, 400]);
+  t.ok((await factorNotices(account.email, 2)).includes('A recovery code was used'), 'the owner is told');
   const three = await passwordSignIn(account.email);
   assertErrorBody(t, await mfaVerify(three, { recoveryCode: code }), 400, 'INVALID_OTP');
   t.equal(
@@ -440,7 +467,7 @@ t.test('a refresh keeps the level; a password reset does not remove the second s
   const before = s.smtp.to(account.email).length;
   clock.advance(61);
   t.equal((await post('/api/auth/email/send-reset-password', undefined, { email: account.email })).statusCode, 202);
-  const mail = await s.nthMail(account.email, before + 1);
+  const mail = await mailWithCode(account.email, before);
   const reset = await post('/api/auth/email/reset-password', undefined, {
     otp: mail?.token,
     newPassword: 'a new password 12345',
@@ -463,6 +490,7 @@ t.test('administrators remove an account\u2019s factors; MFA_REQUIRED_FOR_ADMINS
   });
   t.equal(removed.statusCode, 204);
   assertErrorBody(t, await get('/api/auth/sessions/current', account.token), 401, 'SESSION_REVOKED');
+  t.equal((await factorNotices(account.email, 2)).length, 2, 'the owner is told (added, then removed)');
   t.equal(decodeClaims(await passwordSignIn(account.email)).next_aal, undefined, 'no second step any more');
   assertErrorBody(
     t,

@@ -87,8 +87,8 @@ export function createAuthService(deps: AuthDeps) {
     profiles: createProfiles(deps),
     administration: createUserAdministration(deps, sessions),
     publicConfig: createPublicAuthConfig(deps.config),
-    factors: createFactors(deps, sessions, codes),
-    secondStep: createSecondStep(deps, sessions, codes),
+    factors: createFactors(deps, sessions, codes, mail),
+    secondStep: createSecondStep(deps, sessions, codes, mail),
     drainMail: mail.drain,
   };
 }

@@ -136,3 +136,32 @@ export function unprovenPasswordRemovedNotice(to: string, proof: MailboxProof, u
     html: `<p>${escapeHtml(text).replaceAll('\n\n', '</p><p>')}</p>`,
   };
 }
+
+/** What changed about an account's second factors (secondFactorNotice). */
+export type SecondFactorChange = 'added' | 'removed' | 'removed by an administrator' | 'recovery code used';
+
+/**
+ * Tells the account's owner that its second factors changed: someone with a session of the account
+ * (a stolen password, say) could otherwise add a factor of their own and lock the owner out unseen.
+ */
+export function secondFactorNotice(to: string, change: SecondFactorChange): MailMessage {
+  const what = {
+    added: 'A second factor (an authenticator app) was added to your account.',
+    removed: 'A second factor was removed from your account.',
+    'removed by an administrator':
+      'An administrator removed every second factor and recovery code of your account, and ended its sessions.',
+    'recovery code used': 'One of your recovery codes was used to sign in to your account.',
+  }[change];
+  const text = [
+    what,
+    '',
+    'If it was you, nothing else is needed. If it was not, reset your password at once and ask an administrator to remove the second factors you did not add.',
+  ].join('\n');
+  return {
+    to,
+    subject:
+      change === 'recovery code used' ? 'A recovery code was used' : 'The second factors of your account changed',
+    text,
+    html: `<p>${escapeHtml(text).replaceAll('\n\n', '</p><p>')}</p>`,
+  };
+}

@@ -4,7 +4,9 @@ import { randomUUID } from 'node:crypto';
 import * as mfa from '../../db/repositories/mfa.ts';
 import * as sessions from '../../db/repositories/sessions.ts';
 import { ApiError } from '../../errors.ts';
+import { secondFactorNotice } from '../../mail/templates.ts';
 import type { AuthDeps } from '../auth-context.ts';
+import type { BackgroundMail } from '../background-mail.ts';
 import { seal } from '../crypto.ts';
 import type { OneTimeCodes } from '../one-time-codes.ts';
 import type { SessionIssuer } from '../session-issuer.ts';
@@ -32,7 +34,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const sealFactorSecret = (deps: AuthDeps, factorId: string, secret: string) =>
   seal(deps.keys.mfa, secret, `mfa-factor:${factorId}`);
 
-export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneTimeCodes) {
+export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneTimeCodes, mail: BackgroundMail) {
   const { db, clock, config } = deps;
 
   async function list(userId: string) {
@@ -71,16 +73,18 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
     // An id that is not a UUID is answered as an unknown one.
     if (!UUID.test(factorId)) throw factorNotFound();
     const now = clock.now();
-    const ended = await db.transaction().execute(async (trx) => {
+    const { ended, notify } = await db.transaction().execute(async (trx) => {
       const locked = await mfa.lockAccountMfa(trx, account.userId);
       if (locked === undefined) throw factorNotFound();
       const deleted = await mfa.deleteFactor(trx, account.userId, factorId);
       if (deleted === undefined) throw factorNotFound();
-      if (!deleted.wasVerified || (await mfa.refreshMfaEnabled(trx, account.userId))) return [];
+      const notify = deleted.wasVerified ? locked.email : undefined;
+      if (!deleted.wasVerified || (await mfa.refreshMfaEnabled(trx, account.userId))) return { ended: [], notify };
       await codes.removeRecoveryCodes(trx, { id: locked.id, email: locked.email }, now);
-      return sessions.revokeUserSessionsBelowAal2(trx, account.userId, now);
+      return { ended: await sessions.revokeUserSessionsBelowAal2(trx, account.userId, now), notify };
     });
     issuer.revoked(ended);
+    if (notify !== undefined) mail.send(secondFactorNotice(notify, 'removed'), undefined);
   }
 
   /** New recovery codes, voiding the earlier ones; the account needs a verified factor. */
@@ -109,10 +113,11 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
       await mfa.deleteAllFactors(trx, userId);
       await mfa.refreshMfaEnabled(trx, userId);
       await codes.removeRecoveryCodes(trx, locked, now);
-      return sessions.revokeUserSessions(trx, userId, now);
+      return { ended: await sessions.revokeUserSessions(trx, userId, now), email: locked.email };
     });
     if (result === undefined) return false;
-    issuer.revoked(result);
+    issuer.revoked(result.ended);
+    mail.send(secondFactorNotice(result.email, 'removed by an administrator'), undefined);
     return true;
   }
 

@@ -4,8 +4,10 @@ import * as mfa from '../../db/repositories/mfa.ts';
 import * as sessions from '../../db/repositories/sessions.ts';
 import * as users from '../../db/repositories/users.ts';
 import { ApiError } from '../../errors.ts';
+import { secondFactorNotice } from '../../mail/templates.ts';
 import type { AuthDeps, ClientInfo } from '../auth-context.ts';
 import { invalidOtp } from '../auth-context.ts';
+import type { BackgroundMail } from '../background-mail.ts';
 import { unseal } from '../crypto.ts';
 import type { OneTimeCodes } from '../one-time-codes.ts';
 import type { IssuedSession, SessionIssuer } from '../session-issuer.ts';
@@ -21,7 +23,7 @@ export type SecondStepInput = { factorId: string; code: string } | { recoveryCod
 const factorNotFound = () => new ApiError('NOT_FOUND', 'No such factor');
 const sessionEnded = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
 
-export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: OneTimeCodes) {
+export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: OneTimeCodes, mail: BackgroundMail) {
   const { db, clock, keys } = deps;
 
   /**
@@ -58,7 +60,7 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
       await takeAttempt(userId, factorKey);
     }
     const now = clock.now();
-    const { result, ended } = await db.transaction().execute(async (trx) => {
+    const { result, ended, notice } = await db.transaction().execute(async (trx) => {
       // The account's row first: verifications of one account, and sessions opening meanwhile, are ordered.
       const account = await mfa.lockAccountMfa(trx, userId);
       if (account === undefined) throw sessionEnded();
@@ -66,10 +68,12 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
       if (previous === undefined || previous.revoked_at !== null || previous.user_id !== userId) throw sessionEnded();
       let recoveryCodes: string[] | undefined;
       let ended: string[] = [];
+      let notice: 'added' | 'recovery code used' | undefined;
       if ('factorId' in input) {
         const accepted = await mfa.acceptTotpStep(trx, userId, input.factorId, step as number, now);
         if (accepted === undefined) throw invalidOtp(); // replayed, or the factor went meanwhile
         if (!accepted.wasVerified) {
+          notice = 'added';
           // A factor's first code: the account has a second factor from now on; its sessions
           // that did not prove one end, and its first factor brings the recovery codes.
           if (!account.mfa_enabled) {
@@ -82,6 +86,7 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
         if (!account.mfa_enabled || !(await codes.useRecoveryCode(trx, userId, input.recoveryCode, now))) {
           throw invalidOtp();
         }
+        notice = 'recovery code used';
       }
       await mfa.clearMfaAttempts(trx, userId, factorKey);
       const user = await users.findUserById(trx, userId);
@@ -90,9 +95,11 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
       return {
         result: recoveryCodes === undefined ? stepped.issued : { ...stepped.issued, recoveryCodes },
         ended: [...ended, ...stepped.ended],
+        notice: notice === undefined ? undefined : secondFactorNotice(account.email, notice),
       };
     });
     issuer.revoked(ended);
+    if (notice !== undefined) mail.send(notice, undefined);
     return result;
   }
 
