@@ -742,6 +742,7 @@ export const errorCodes = [
   "PASSWORD_INCORRECT",
   "FORBIDDEN",
   "MFA_REQUIRED",
+  "REAUTHENTICATION_REQUIRED",
   "CSRF_INVALID",
   "REFRESH_TOKEN_INVALID",
   "REFRESH_TOKEN_REUSED",
@@ -819,6 +820,10 @@ export const errorCatalogue: Record<ErrorCode, { readonly status: number; readon
   "FORBIDDEN": {
     "status": 403,
     "message": "The caller is authenticated but lacks the role the operation needs."
+  },
+  "REAUTHENTICATION_REQUIRED": {
+    "status": 403,
+    "message": "The operation needs a recent proof: the session's last sign-in or second factor is more than 10 minutes old. Sign in again (or prove a factor with POST /api/auth/mfa/verify) and retry."
   },
   "MFA_REQUIRED": {
     "status": 403,

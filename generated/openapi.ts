@@ -945,8 +945,11 @@ export interface paths {
          *     minutes. The secret is stored encrypted.
          *
          *     An account with a verified factor needs an `aal2` session to enroll
-         *     another (`403 MFA_REQUIRED` otherwise). An account has at most 10
-         *     factors (`409 FACTOR_STATE`).
+         *     another (`403 MFA_REQUIRED` otherwise). The session's last proof (its
+         *     sign-in, or its last second factor) must be at most 10 minutes old
+         *     (`403 REAUTHENTICATION_REQUIRED` otherwise): a leaked access token
+         *     alone cannot add a factor that would lock its owner out. An account
+         *     has at most 10 factors (`409 FACTOR_STATE`).
          */
         post: operations["createFactor"];
         delete?: never;
@@ -967,8 +970,9 @@ export interface paths {
         /**
          * Regenerate the recovery codes
          * @description Ten new single-use recovery codes, shown this once; the earlier ones
-         *     stop working. Needs a verified factor (`409 FACTOR_STATE` otherwise)
-         *     and so an `aal2` session.
+         *     stop working. Needs a verified factor (`409 FACTOR_STATE` otherwise),
+         *     so an `aal2` session, whose last proof is at most 10 minutes old
+         *     (`403 REAUTHENTICATION_REQUIRED` otherwise).
          */
         post: operations["regenerateRecoveryCodes"];
         delete?: never;
@@ -990,7 +994,8 @@ export interface paths {
         /**
          * Remove a factor
          * @description Removes one of the caller's factors. When the account has a verified
-         *     factor this needs an `aal2` session. Removing the last verified factor
+         *     factor this needs an `aal2` session; its last proof must be at most 10
+         *     minutes old (`403 REAUTHENTICATION_REQUIRED` otherwise). Removing the last verified factor
          *     also removes the recovery codes and ends the account's other sessions
          *     that are waiting for a second step. Another account's factor and an
          *     unknown id get the same `404 NOT_FOUND`.
@@ -1619,6 +1624,7 @@ export interface components {
         };
         CreateFactorRequest: {
             type: components["schemas"]["FactorType"];
+            /** @description A name for the factor, shown in the list. The characters a profile name refuses are refused here too. */
             friendlyName?: string;
         };
         /** @description A new factor, with its secret (answered this once). */
@@ -1682,6 +1688,7 @@ export interface components {
          *     | `SESSION_REVOKED` | 401 | The session the access token belongs to has ended (logout, refresh-token reuse, a password change, the account's role changed, disabled or deleted); sign in again. |
          *     | `PASSWORD_INCORRECT` | 403 | Changing the password: `currentPassword` is missing or wrong. |
          *     | `FORBIDDEN` | 403 | The caller is authenticated but lacks the role the operation needs. |
+         *     | `REAUTHENTICATION_REQUIRED` | 403 | The operation needs a recent proof: the session's last sign-in or second factor is more than 10 minutes old. Sign in again (or prove a factor with `POST /api/auth/mfa/verify`) and retry. |
          *     | `MFA_REQUIRED` | 403 | The account has a second factor and this session has not proven it (`aal1`), or the operation needs `aal2`: complete `POST /api/auth/mfa/verify` first. |
          *     | `CSRF_INVALID` | 403 | A web client's `X-CSRF-Token` header is missing or does not match the session. |
          *     | `REFRESH_TOKEN_INVALID` | 401 | The refresh token is missing, unknown, expired or revoked. |
@@ -1713,7 +1720,7 @@ export interface components {
          *     | `HEADERS_TOO_LARGE` | 431 | The request's headers exceed 16 KiB or 1,000 lines; the connection is closed. Sent by the HTTP layer, before any operation. |
          * @enum {string}
          */
-        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "AUTH_UNAUTHORIZED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "MFA_REQUIRED" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "ACCOUNT_DISABLED" | "OAUTH_CODE_INVALID" | "OAUTH_STATE_INVALID" | "OAUTH_EMAIL_UNVERIFIED" | "OAUTH_ACCOUNT_UNVERIFIED" | "OAUTH_PROVIDER_ERROR" | "ACCESS_DENIED" | "ID_TOKEN_INVALID" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "SIGNING_KEY_STATE" | "FACTOR_STATE" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
+        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "AUTH_UNAUTHORIZED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "MFA_REQUIRED" | "REAUTHENTICATION_REQUIRED" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "ACCOUNT_DISABLED" | "OAUTH_CODE_INVALID" | "OAUTH_STATE_INVALID" | "OAUTH_EMAIL_UNVERIFIED" | "OAUTH_ACCOUNT_UNVERIFIED" | "OAUTH_PROVIDER_ERROR" | "ACCESS_DENIED" | "ID_TOKEN_INVALID" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "SIGNING_KEY_STATE" | "FACTOR_STATE" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
         /**
          * @description The body of every error response.
          * @example {
@@ -2440,13 +2447,20 @@ export interface components {
              *     key's path), as on the socket.
              */
             payload: {
-                [key: string]: unknown;
+                [key: string]: components["schemas"]["RealtimePayloadValue"];
             };
             /**
              * Format: uuid
              * @description Who the message is from; the caller by default. The publish policies decide whether another value is accepted.
              */
             senderId?: string;
+        };
+        /**
+         * @description Any JSON value in a published payload: its objects, at any depth,
+         *     have no key named `__proto__`, `constructor` or `prototype`.
+         */
+        RealtimePayloadValue: {
+            [key: string]: components["schemas"]["RealtimePayloadValue"];
         };
         RealtimeMessage: {
             /** Format: uuid */
@@ -2613,7 +2627,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `MFA_REQUIRED`: the account has a second factor and this session has not proven it (or the operation needs `aal2`). `FORBIDDEN`: the caller lacks the role. */
+        /** @description `MFA_REQUIRED`: the account has a second factor and this session has not proven it (or the operation needs `aal2`). `REAUTHENTICATION_REQUIRED`: the operation changes the second factors and the session's last proof is more than 10 minutes old. `FORBIDDEN`: the caller lacks the role. */
         MfaRequired: {
             headers: {
                 [name: string]: unknown;

@@ -528,3 +528,90 @@ t.test('the list never shows the secret; the stored one is sealed to its factor'
   t.notMatch(stored.secret_sealed, account.secret);
   t.match(stored.secret_sealed, /^v1\./, 'AES-256-GCM, bound to the factor id');
 });
+
+t.test('a session that owes its second step cannot prove a factor enrolled before the first one counted', async (t) => {
+  const email = await s.verifiedAccount('pending-factor');
+  // Someone holding the password starts an enrollment and keeps its secret.
+  const intruder = await passwordSignIn(email);
+  const theirs = (await post('/api/auth/factors', intruder, { type: 'totp' })).json();
+  // The owner enrolls and verifies a factor of their own.
+  const owner = await passwordSignIn(email);
+  const mine = (await post('/api/auth/factors', owner, { type: 'totp' })).json();
+  const verified = await mfaVerify(owner, { factorId: mine.id, code: totp(mine.totp.secret) });
+  t.equal(verified.statusCode, 200);
+  const listed = (await get('/api/auth/factors', verified.json().accessToken)).json().factors;
+  t.same(
+    listed.map((f: { id: string }) => f.id),
+    [mine.id],
+    'the enrollment begun before is void',
+  );
+  const again = await passwordSignIn(email);
+  nextStep();
+  assertErrorBody(t, await mfaVerify(again, { factorId: theirs.id, code: totp(theirs.totp.secret) }), 404, 'NOT_FOUND');
+  t.equal(decodeClaims(again).next_aal, 'aal2');
+});
+
+t.test(
+  'changing the factors needs a proof of the last 10 minutes; a step-up does not lengthen the session',
+  async (t) => {
+    const email = await s.verifiedAccount('recent-proof');
+    const signedIn = await post('/api/auth/sessions?client_type=mobile', undefined, { email, password: PASSWORD });
+    clock.advance(11 * 60);
+    const refreshed = await post('/api/auth/refresh?client_type=mobile', undefined, {
+      refreshToken: signedIn.json().refreshToken,
+    });
+    const stale = refreshed.json().accessToken as string;
+    assertErrorBody(t, await post('/api/auth/factors', stale, { type: 'totp' }), 403, 'REAUTHENTICATION_REQUIRED');
+    const fresh = await passwordSignIn(email);
+    const factor = (await post('/api/auth/factors', fresh, { type: 'totp' })).json();
+    const before = await s.database.handle.db
+      .selectFrom('sessions')
+      .select('expires_at')
+      .where('id', '=', String(decodeClaims(fresh).sid))
+      .executeTakeFirstOrThrow();
+    const stepped = await mfaVerify(fresh, { factorId: factor.id, code: totp(factor.totp.secret) });
+    const after = await s.database.handle.db
+      .selectFrom('sessions')
+      .select('expires_at')
+      .where('id', '=', String(decodeClaims(stepped.json().accessToken).sid))
+      .executeTakeFirstOrThrow();
+    t.equal(
+      after.expires_at.getTime(),
+      before.expires_at.getTime(),
+      'the aal2 session ends when the aal1 one would have',
+    );
+    clock.advance(11 * 60);
+    const later = stepped.json().accessToken as string;
+    assertErrorBody(t, await post('/api/auth/factors/recovery-codes', later), 403, 'REAUTHENTICATION_REQUIRED');
+    assertErrorBody(
+      t,
+      await app.inject({ method: 'DELETE', url: `/api/auth/factors/${factor.id}`, headers: bearer(later) }),
+      403,
+      'REAUTHENTICATION_REQUIRED',
+    );
+  },
+);
+
+t.test('proving the mailbox removes the factors an unproven password\u2019s holder added', async (t) => {
+  const account = await enrolledAccount('unproven-holder');
+  // As if a sign-up's password had been confirmed from another device (unproven-password.ts).
+  await s.database.handle.db
+    .updateTable('users')
+    .set({ password_unproven_since: new Date() })
+    .where('email', '=', account.email)
+    .execute();
+  const before = s.smtp.to(account.email).length;
+  clock.advance(61);
+  t.equal((await post('/api/auth/email/send-otp', undefined, { email: account.email })).statusCode, 202);
+  const mail = await mailWithCode(account.email, before);
+  const signedIn = await post('/api/auth/sessions?client_type=mobile', undefined, {
+    method: 'otp',
+    email: account.email,
+    otp: mail.code,
+  });
+  t.equal(signedIn.statusCode, 200);
+  const token = signedIn.json().accessToken as string;
+  t.equal(decodeClaims(token).next_aal, undefined, 'the owner owes no second step to the other person\u2019s factor');
+  t.same((await get('/api/auth/factors', token)).json().factors, [], 'the factors are gone');
+  assertErrorBody(t, await mfaVerify(token, { recoveryCode: account.recoveryCodes[0] as string }), 400, 'INVALID_OTP');
+});

@@ -23,6 +23,9 @@ export interface IssuedSession {
   deviceToken?: string | undefined;
 }
 
+/** The most proofs a session's `amr` keeps (the latest). */
+const MAX_AMR_ENTRIES = 5;
+
 /** Opens, re-issues and ends sessions; every revocation is announced to every instance. */
 export function createSessionIssuer(deps: AuthDeps) {
   const { db, config, clock, keys, revocations } = deps;
@@ -144,13 +147,16 @@ export function createSessionIssuer(deps: AuthDeps) {
     method: AuthMethod['method'],
     client: ClientInfo,
   ): Promise<{ issued: IssuedSession; ended: string[] }> {
-    const { row, refreshToken, now } = newSession(user, client, [], 'aal2');
-    row.amr = [...previous.amr, { method, timestamp: Math.floor(now.getTime() / 1000) }];
+    // The same kind of client and the same end: a second factor proves who holds the session, it
+    // does not lengthen it (nor turn a web session into one whose refresh token is in a body).
+    const { row, refreshToken, now } = newSession(user, { ...client, clientType: previous.client_type }, [], 'aal2');
+    row.expiresAt = previous.expires_at;
+    row.amr = [...previous.amr, { method, timestamp: Math.floor(now.getTime() / 1000) }].slice(-MAX_AMR_ENTRIES);
     const ended = await sessions.revokeSession(trx, previous.id, now);
     const session = await sessions.insertSession(trx, row);
     return {
       issued: {
-        ...issued(user, session, refreshToken, client.clientType, now),
+        ...issued(user, session, refreshToken, previous.client_type, now),
         deviceToken: deviceTokenFor(user, client, now),
       },
       ended,

@@ -266,9 +266,25 @@ const mixIn = (own: fc.Arbitrary<unknown>, hint: fc.Arbitrary<unknown> | undefin
 /** An arbitrary of values valid against `schema` (a schema of openapi.yaml, $refs as written). */
 export function valueArbitrary(schema: JsonSchema, hints: Hints = {}, where = '#'): fc.Arbitrary<unknown> {
   const { schema: s, component } = deref(schema, where);
-  const own = ownValueArbitrary(s, hints, where);
-  return mixIn(own, component === undefined ? undefined : hints.components?.[component]);
+  if (component === undefined) return ownValueArbitrary(s, hints, where);
+  // A schema that refers to itself (RealtimePayloadValue) is unrolled a few levels, then ends in
+  // scalars, which such a schema (no `type`) accepts.
+  const depth = unrolling.get(component) ?? 0;
+  if (depth >= MAX_UNROLL) {
+    if (s.type !== undefined) throw new UnsupportedSchemaError(`${where}: a recursive schema with a type`);
+    return fc.oneof(fc.constant(null), fc.boolean(), fc.integer(), fc.string({ maxLength: 4 }));
+  }
+  unrolling.set(component, depth + 1);
+  try {
+    return mixIn(ownValueArbitrary(s, hints, where), hints.components?.[component]);
+  } finally {
+    unrolling.set(component, depth);
+  }
 }
+
+/** How deep each component is being unrolled by valueArbitrary right now (schemas that refer to themselves). */
+const unrolling = new Map<string, number>();
+const MAX_UNROLL = 1;
 
 /**
  * The values a `not` schema excludes, when it lists them (`not: {enum: [...]}`, `not: {const: x}`);

@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import * as mfa from '../../db/repositories/mfa.ts';
 import * as sessions from '../../db/repositories/sessions.ts';
+import type { AuthMethod } from '../../db/schema.ts';
 import { ApiError } from '../../errors.ts';
 import { secondFactorNotice } from '../../mail/templates.ts';
 import type { AuthDeps } from '../auth-context.ts';
@@ -14,6 +15,16 @@ import { newTotpSecret, qrCodeDataUri, totpUri } from './totp.ts';
 
 /** The most factors (verified, and enrollments under way) an account may have. */
 export const MAX_FACTORS = 10;
+/** How old a session's last proof (sign-in or second factor) may be for it to change the factors. */
+export const RECENT_PROOF_SECONDS = 10 * 60;
+
+/** The caller of an operation that changes the second factors: its account and its session's proofs. */
+export interface FactorCaller {
+  userId: string;
+  email: string;
+  /** The session's proofs (the token's `amr`). */
+  amr: readonly AuthMethod[] | undefined;
+}
 
 /** A factor as the contract shows it. */
 export function toApiFactor(row: mfa.FactorRow) {
@@ -37,12 +48,27 @@ export const sealFactorSecret = (deps: AuthDeps, factorId: string, secret: strin
 export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneTimeCodes, mail: BackgroundMail) {
   const { db, clock, config } = deps;
 
+  /**
+   * Changing the factors needs a recent proof: an access token that leaked (or outlived its sign-in
+   * by refreshes) cannot add a factor that would lock the owner out, nor remove one.
+   */
+  function requireRecentProof(caller: FactorCaller): void {
+    const last = Math.max(0, ...(caller.amr ?? []).map((m) => m.timestamp));
+    if (clock.now().getTime() / 1000 - last > RECENT_PROOF_SECONDS) {
+      throw new ApiError(
+        'REAUTHENTICATION_REQUIRED',
+        `Changing second factors needs a sign-in or a second factor in the last ${RECENT_PROOF_SECONDS / 60} minutes; sign in again`,
+      );
+    }
+  }
+
   async function list(userId: string) {
     return (await mfa.listFactors(db, userId, clock.now())).map(toApiFactor);
   }
 
   /** Starts a TOTP enrollment: the factor is unverified until its first code (second-step.ts). */
-  async function enroll(account: { userId: string; email: string }, friendlyName: string | null) {
+  async function enroll(account: FactorCaller, friendlyName: string | null) {
+    requireRecentProof(account);
     const id = randomUUID();
     const secret = newTotpSecret();
     const now = clock.now();
@@ -69,9 +95,10 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
    * Removes one of the caller's factors. When the last verified one goes, the account no longer
    * has a second factor: its recovery codes go too, and its sessions that owe a second step end.
    */
-  async function remove(account: { userId: string; email: string }, factorId: string) {
+  async function remove(account: FactorCaller, factorId: string) {
     // An id that is not a UUID is answered as an unknown one.
     if (!UUID.test(factorId)) throw factorNotFound();
+    requireRecentProof(account);
     const now = clock.now();
     const { ended, notify } = await db.transaction().execute(async (trx) => {
       const locked = await mfa.lockAccountMfa(trx, account.userId);
@@ -88,7 +115,9 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
   }
 
   /** New recovery codes, voiding the earlier ones; the account needs a verified factor. */
-  async function regenerateRecoveryCodes(userId: string) {
+  async function regenerateRecoveryCodes(caller: FactorCaller) {
+    requireRecentProof(caller);
+    const { userId } = caller;
     const now = clock.now();
     return db.transaction().execute(async (trx) => {
       const locked = await mfa.lockAccountMfa(trx, userId);

@@ -32,7 +32,9 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
    */
   async function takeAttempt(userId: string, factorKey: string): Promise<void> {
     const now = clock.now();
-    const { attempts, windowEndsAt } = await mfa.takeMfaAttempt(db, userId, factorKey, now, MFA_ATTEMPT_WINDOW_MS);
+    const taken = await mfa.takeMfaAttempt(db, userId, factorKey, now, MFA_ATTEMPT_WINDOW_MS);
+    if (taken === undefined) throw sessionEnded();
+    const { attempts, windowEndsAt } = taken;
     if (attempts > MAX_MFA_FAILURES) {
       const seconds = Math.max(1, Math.ceil((windowEndsAt.getTime() - now.getTime()) / 1000));
       throw new ApiError('RATE_LIMITED', `Too many wrong codes; try again in ${seconds} s`, {
@@ -42,7 +44,7 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
   }
 
   async function verify(
-    caller: { userId: string; sessionId: string },
+    caller: { userId: string; sessionId: string; owesSecondStep: boolean },
     input: SecondStepInput,
     client: ClientInfo,
   ): Promise<IssuedSession & { recoveryCodes?: string[] }> {
@@ -51,7 +53,8 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
     let factorKey = RECOVERY_KEY;
     if ('factorId' in input) {
       const factor = await mfa.findFactor(db, userId, input.factorId, clock.now());
-      if (factor === undefined) throw factorNotFound();
+      // A session that owes its second step proves a verified factor, never one it enrolls now.
+      if (factor === undefined || (factor.status !== 'verified' && caller.owesSecondStep)) throw factorNotFound();
       factorKey = factor.id;
       await takeAttempt(userId, factorKey);
       step = matchTotpStep(unseal(keys.mfa, factor.secret_sealed, `mfa-factor:${factor.id}`), input.code, clock.now());
@@ -72,12 +75,16 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
       if ('factorId' in input) {
         const accepted = await mfa.acceptTotpStep(trx, userId, input.factorId, step as number, now);
         if (accepted === undefined) throw invalidOtp(); // replayed, or the factor went meanwhile
+        // Checked again under the account's lock: its first factor may have been verified meanwhile.
+        if (!accepted.wasVerified && account.mfa_enabled && previous.aal !== 'aal2') throw factorNotFound();
         if (!accepted.wasVerified) {
           notice = 'added';
           // A factor's first code: the account has a second factor from now on; its sessions
           // that did not prove one end, and its first factor brings the recovery codes.
           if (!account.mfa_enabled) {
             recoveryCodes = await codes.issueRecoveryCodes(trx, { id: account.id, email: account.email }, now);
+            // Enrollments begun before this one counted are void: one of them may be someone else's.
+            await mfa.deleteUnverifiedFactors(trx, userId, input.factorId);
           }
           await mfa.refreshMfaEnabled(trx, userId);
           ended = await sessions.revokeUserSessionsBelowAal2(trx, userId, now);

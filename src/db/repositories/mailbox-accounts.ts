@@ -1,6 +1,7 @@
 // Writes to accounts made by proving a mailbox (a password reset, a sign-in by email code).
 import { type Selectable, sql } from 'kysely';
 import type { Executor, UsersTable } from '../schema.ts';
+import { removeSecondFactors } from './mfa.ts';
 
 export type LockedUser = Selectable<UsersTable>;
 
@@ -24,6 +25,14 @@ const provenProfile = (name: string | null) => JSON.stringify({ name, avatar_url
  * perhaps not the owner: it starts again empty.
  */
 export async function setPasswordAfterReset(db: Executor, userId: string, passwordHash: string): Promise<void> {
+  // An account whose address was not verified: its second factors were added by whoever made it.
+  const unverified = await db
+    .selectFrom('users')
+    .select('id')
+    .where('id', '=', userId)
+    .where('email_verified', '=', false)
+    .executeTakeFirst();
+  if (unverified !== undefined) await removeSecondFactors(db, userId);
   await db
     .updateTable('users')
     .set({
@@ -55,11 +64,12 @@ export async function insertPasswordlessUser(db: Executor, email: string, name: 
 }
 
 /**
- * Marks an unverified account's address verified by an email code and removes its password and
- * profile: they were set before the mailbox was proven, perhaps by whoever signed up with someone
- * else's address. The profile keeps only the name sent with the code.
+ * Marks an unverified account's address verified by an email code and removes its password,
+ * profile and second factors: they were set before the mailbox was proven, perhaps by whoever
+ * signed up with someone else's address. The profile keeps only the name sent with the code.
  */
 export async function proveMailboxWithoutPassword(db: Executor, userId: string, name: string | null): Promise<void> {
+  await removeSecondFactors(db, userId);
   await db
     .updateTable('users')
     .set({
@@ -80,6 +90,8 @@ export async function proveMailboxWithoutPassword(db: Executor, userId: string, 
  * just proven it, and none of these may outlive that. Returns the providers unlinked.
  */
 export async function removeUnprovenPassword(db: Executor, userId: string): Promise<string[]> {
+  // Second factors added while the password was there go with it.
+  await removeSecondFactors(db, userId);
   await db
     .updateTable('users')
     .set({ password_hash: null, password_unproven_since: null, device_epoch: sql`device_epoch + 1` })

@@ -156,21 +156,49 @@ export async function takeMfaAttempt(
   factorKey: string,
   now: Date,
   windowMs: number,
-): Promise<{ attempts: number; windowEndsAt: Date }> {
+): Promise<{ attempts: number; windowEndsAt: Date } | undefined> {
   const expired = new Date(now.getTime() - windowMs);
   const { rows } = await sql<{ failures: number; window_started_at: Date }>`
     insert into mfa_attempts as a (user_id, factor_key, window_started_at, failures)
-    values (${userId}, ${factorKey}, ${now}, 1)
+    select ${userId}, ${factorKey}, ${now}, 1 where exists (select 1 from users where id = ${userId})
     on conflict (user_id, factor_key) do update set
       window_started_at = case when a.window_started_at <= ${expired} then ${now} else a.window_started_at end,
       failures = case when a.window_started_at <= ${expired} then 1 else a.failures + 1 end
     returning failures, window_started_at
   `.execute(db);
-  const row = rows[0] as { failures: number; window_started_at: Date };
+  const row = rows[0];
+  // No row: the account is gone (a token outliving it); the caller refuses the session.
+  if (row === undefined) return undefined;
   return { attempts: Number(row.failures), windowEndsAt: new Date(row.window_started_at.getTime() + windowMs) };
 }
 
 /** Forgets the attempts at `factorKey` once a right code went through. */
 export async function clearMfaAttempts(db: Executor, userId: string, factorKey: string): Promise<void> {
   await db.deleteFrom('mfa_attempts').where('user_id', '=', userId).where('factor_key', '=', factorKey).execute();
+}
+
+/**
+ * Removes every second factor of an account, its wrong-code counts and its recovery codes, and
+ * clears its flag: what was added before the mailbox's owner proved the mailbox (an unproven
+ * password's holder, an unverified account's maker) must not lock the owner out.
+ */
+export async function removeSecondFactors(db: Executor, userId: string): Promise<void> {
+  await deleteAllFactors(db, userId);
+  await db.deleteFrom('one_time_codes').where('purpose', '=', 'recovery').where('user_id', '=', userId).execute();
+  await db
+    .updateTable('users')
+    .set({ mfa_enabled: false })
+    .where('id', '=', userId)
+    .where('mfa_enabled', '=', true)
+    .execute();
+}
+
+/** Deletes the account's unverified factors but `keep` (enrollments begun before its first factor was verified). */
+export async function deleteUnverifiedFactors(db: Executor, userId: string, keep: string): Promise<void> {
+  await db
+    .deleteFrom('mfa_factors')
+    .where('user_id', '=', userId)
+    .where('status', '=', 'unverified')
+    .where('id', '<>', keep)
+    .execute();
 }
