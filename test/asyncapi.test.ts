@@ -241,5 +241,5 @@ t.test('GET /asyncapi.yaml serves the document as written', async (t) => {
   t.equal(res.statusCode, 200);
   t.equal(res.headers['content-type'], 'application/yaml; charset=utf-8');
   t.equal(res.body, readFileSync(projectFile('asyncapi.yaml'), 'utf8'));
-  t.match(parse(res.body), { asyncapi: '3.0.0', info: { version: '0.6.0' } });
+  t.match(parse(res.body), { asyncapi: '3.0.0', info: { version: '0.7.0' } });
 });
