@@ -194,7 +194,7 @@ t.test('verifying the code opens a web session whose access token reads the veri
   const me = await current(body.accessToken);
   t.equal(me.statusCode, 200, 'GET /api/auth/sessions/current answers 200');
   const meBody = me.json();
-  t.same(Object.keys(meBody), ['user'], 'the body is exactly {user}');
+  t.same(Object.keys(meBody), ['user', 'aal', 'nextLevel'], 'the body is {user, aal, nextLevel}');
   assertUser(t, meBody.user, { status: 200, client: 'web', email, emailVerified: true, name: 'Grace Hopper' });
   t.equal(meBody.user.id, body.user.id, 'the same user');
 });
