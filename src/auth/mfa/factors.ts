@@ -1,6 +1,7 @@
 // An account's second factors: enrollment, the list, removal (by their owner or an administrator)
 // and the recovery codes. Proving a factor is second-step.ts.
 import { randomUUID } from 'node:crypto';
+import { lockUserById } from '../../db/repositories/mailbox-accounts.ts';
 import * as mfa from '../../db/repositories/mfa.ts';
 import * as sessions from '../../db/repositories/sessions.ts';
 import type { AuthMethod } from '../../db/schema.ts';
@@ -132,16 +133,9 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
   async function removeAllOf(userId: string): Promise<boolean> {
     const now = clock.now();
     const result = await db.transaction().execute(async (trx) => {
-      const locked = await trx
-        .selectFrom('users')
-        .select(['id', 'email'])
-        .where('id', '=', userId)
-        .forUpdate()
-        .executeTakeFirst();
+      const locked = await lockUserById(trx, userId);
       if (locked === undefined) return undefined;
-      await mfa.deleteAllFactors(trx, userId);
-      await mfa.refreshMfaEnabled(trx, userId);
-      await codes.removeRecoveryCodes(trx, locked, now);
+      await mfa.removeSecondFactors(trx, userId);
       return { ended: await sessions.revokeUserSessions(trx, userId, now), email: locked.email };
     });
     if (result === undefined) return false;
