@@ -1,0 +1,102 @@
+// A sign-in while the account's first second factor is being verified. The verification's
+// transaction (the service's own repository steps, held open here between its last statement and
+// its commit) has marked the account as having a factor and ended its sessions below aal2; a sign-in
+// that read the account before that commit and inserted its session after it would keep a session
+// that owes nothing. The session's insert reads the account's row FOR SHARE, so it waits and then
+// sees the factor.
+import pg from 'pg';
+import t from 'tap';
+import * as mfa from '../src/db/repositories/mfa.ts';
+import * as sessions from '../src/db/repositories/sessions.ts';
+import { buildAuthTestApp, decodeClaims, PASSWORD, pause } from './helpers/auth.ts';
+import { usingPostgres } from './helpers/database.ts';
+import { assertErrorBody } from './helpers/error-body.ts';
+
+t.test(
+  'a sign-in racing the first factor’s verification owes the second step',
+  { skip: !usingPostgres && 'PostgreSQL only (row locks between connections)' },
+  async (t) => {
+    const s = await buildAuthTestApp(t, { label: 'mfa-race', env: { DATABASE_POOL_MAX: '10' } });
+    const { app, clock } = s;
+    const signIn = () =>
+      app.inject({
+        method: 'POST',
+        url: '/api/auth/sessions?client_type=mobile',
+        payload: { email, password: PASSWORD },
+      });
+    const email = await s.verifiedAccount('mfa-race');
+    const first = (await signIn()).json().accessToken as string;
+    const userId = decodeClaims(first).sub as string;
+    const enrolled = await app.inject({
+      method: 'POST',
+      url: '/api/auth/factors',
+      headers: { authorization: `Bearer ${first}` },
+      payload: { type: 'totp' },
+    });
+    t.equal(enrolled.statusCode, 201, 'a factor is enrolled');
+    const factorId = enrolled.json().id as string;
+
+    const watcher = new pg.Client({ connectionString: s.database.url });
+    await watcher.connect();
+    t.teardown(() => watcher.end());
+    const waitingOn = async (statement: string) => {
+      for (let i = 0; i < 400; i++) {
+        const { rows } = await watcher.query(
+          `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike $1`,
+          [statement],
+        );
+        if ((rows[0] as { n: number }).n > 0) return true;
+        await pause(25);
+      }
+      return false;
+    };
+
+    // The verification's steps, as src/auth/mfa/second-step.ts takes them, held before the commit.
+    let commit!: () => void;
+    const committing = new Promise<void>((resolve) => {
+      commit = resolve;
+    });
+    let written!: () => void;
+    const writes = new Promise<void>((resolve) => {
+      written = resolve;
+    });
+    const now = clock.now();
+    const verification = s.database.handle.db.transaction().execute(async (trx) => {
+      await mfa.lockAccountMfa(trx, userId);
+      await mfa.acceptTotpStep(trx, userId, factorId, Math.floor(now.getTime() / 30_000), now);
+      t.equal(await mfa.refreshMfaEnabled(trx, userId), true);
+      await sessions.revokeUserSessionsBelowAal2(trx, userId, now);
+      written();
+      await committing;
+    });
+    await writes;
+    const signingIn = signIn();
+    t.ok(await waitingOn('insert into "sessions"%'), 'the sign-in’s session waits for the account’s row');
+    commit();
+    await verification;
+    const answer = await signingIn;
+    t.equal(answer.statusCode, 200, 'the password sign-in succeeds');
+    const token = answer.json().accessToken as string;
+    t.equal(decodeClaims(token).next_aal, 'aal2', 'its session owes the second step');
+    assertErrorBody(
+      t,
+      await app.inject({
+        method: 'GET',
+        url: `/api/auth/profiles/${userId}`,
+        headers: { authorization: `Bearer ${token}` },
+      }),
+      403,
+      'MFA_REQUIRED',
+    );
+    assertErrorBody(
+      t,
+      await app.inject({
+        method: 'GET',
+        url: '/api/auth/sessions/current',
+        headers: { authorization: `Bearer ${first}` },
+      }),
+      401,
+      'SESSION_REVOKED',
+    );
+  },
+);
