@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { createClient } from '@insforge/sdk';
 import t, { type Test } from 'tap';
 import { freePort } from '../scripts/lib/service-process.ts';
+import { ADMIN_PASSWORD } from './helpers/accounts.ts';
 import { buildAuthTestApp, decodeClaims, newEmail, PASSWORD } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 import { followAuthorization } from './helpers/oauth-browser.ts';
@@ -15,6 +16,7 @@ import { RealtimeClients } from './helpers/realtime-client.ts';
 import { accessTokenFor } from './helpers/tokens.ts';
 
 const APP = 'https://app.example.com';
+const ADMIN = newEmail('mfa-admin');
 const REDIRECT = `${APP}/auth/callback`;
 const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
@@ -35,6 +37,8 @@ const s = await buildAuthTestApp(t, {
     OAUTH_TESTIDP_CLIENT_SECRET: SERVICE_CLIENT.clientSecret,
     OAUTH_TESTIDP_ISSUER: idp.issuer,
     MFA_ISSUER: 'Example Co',
+    ADMIN_EMAIL: ADMIN,
+    ADMIN_PASSWORD,
   },
 });
 const { app, clock } = s;
@@ -478,6 +482,47 @@ t.test('a refresh keeps the level; a password reset does not remove the second s
     password: 'a new password 12345',
   });
   t.equal(decodeClaims(after.json().accessToken).next_aal, 'aal2', 'the next sign-in still owes the second step');
+  const recovered = await mfaVerify(after.json().accessToken, { recoveryCode: account.recoveryCodes[0] });
+  t.equal(recovered.statusCode, 200, `the recovery codes outlive the reset: ${recovered.body}`);
+});
+
+t.test('a password change and an administrator’s disabling keep the recovery codes', async (t) => {
+  const account = await enrolledAccount('keeps-recovery');
+  const changed = await app.inject({
+    method: 'POST',
+    url: '/api/auth/password',
+    headers: bearer(account.token),
+    payload: { currentPassword: PASSWORD, newPassword: 'a changed password 12345' },
+  });
+  t.equal(changed.statusCode, 204, changed.body);
+  const signIn = async () => {
+    const res = await post('/api/auth/sessions?client_type=mobile', undefined, {
+      email: account.email,
+      password: 'a changed password 12345',
+    });
+    t.equal(res.statusCode, 200, res.body);
+    return res.json().accessToken as string;
+  };
+  const afterChange = await mfaVerify(await signIn(), { recoveryCode: account.recoveryCodes[0] });
+  t.equal(afterChange.statusCode, 200, `after a password change: ${afterChange.body}`);
+
+  const adminSignIn = await post('/api/auth/sessions?client_type=mobile', undefined, {
+    email: ADMIN,
+    password: ADMIN_PASSWORD,
+  });
+  const admin = adminSignIn.json().accessToken as string;
+  const userId = decodeClaims(account.token).sub as string;
+  for (const disabled of [true, false]) {
+    const res = await app.inject({
+      method: 'PATCH',
+      url: `/api/auth/users/${userId}`,
+      headers: bearer(admin),
+      payload: { disabled },
+    });
+    t.equal(res.statusCode, 200, res.body);
+  }
+  const afterDisabling = await mfaVerify(await signIn(), { recoveryCode: account.recoveryCodes[1] });
+  t.equal(afterDisabling.statusCode, 200, `after disabling and enabling: ${afterDisabling.body}`);
 });
 
 t.test('administrators remove an account\u2019s factors; MFA_REQUIRED_FOR_ADMINS', async (t) => {

@@ -9,6 +9,7 @@ const factorCaller = (request: FastifyRequest): FactorCaller => ({
   userId: request.user.sub,
   email: request.user.email,
   amr: request.user.amr,
+  sessionId: request.user.sid,
 });
 
 type MfaOperations = 'listFactors' | 'createFactor' | 'deleteFactor' | 'regenerateRecoveryCodes' | 'verifyMfa';

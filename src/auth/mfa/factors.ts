@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { lockUserById } from '../../db/repositories/mailbox-accounts.ts';
 import * as mfa from '../../db/repositories/mfa.ts';
 import * as sessions from '../../db/repositories/sessions.ts';
-import type { AuthMethod } from '../../db/schema.ts';
+import type { AuthMethod, Executor } from '../../db/schema.ts';
 import { ApiError } from '../../errors.ts';
 import { secondFactorNotice } from '../../mail/templates.ts';
 import type { AuthDeps } from '../auth-context.ts';
@@ -25,6 +25,8 @@ export interface FactorCaller {
   email: string;
   /** The session's proofs (the token's `amr`). */
   amr: readonly AuthMethod[] | undefined;
+  /** The session (the token's `sid`): it must still be live once the account is locked. */
+  sessionId: string;
 }
 
 /** A factor as the contract shows it. */
@@ -40,6 +42,7 @@ export function toApiFactor(row: mfa.FactorRow) {
 }
 
 const factorNotFound = () => new ApiError('NOT_FOUND', 'No such factor');
+const sessionEnded = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The secret of a factor, sealed for storage (bound to the factor's id). */
@@ -63,6 +66,18 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
     }
   }
 
+  /**
+   * Under the account's lock, the caller's session must still be live: a request that waited for
+   * the lock while the account's first factor was verified (which ends the sessions below aal2)
+   * must not change the factors afterwards. The revocation list was checked before it waited.
+   */
+  async function requireLiveSession(trx: Executor, caller: FactorCaller): Promise<void> {
+    const session = await sessions.findSessionForShare(trx, caller.sessionId);
+    if (session === undefined || session.revoked_at !== null || session.user_id !== caller.userId) {
+      throw sessionEnded();
+    }
+  }
+
   async function list(userId: string) {
     return (await mfa.listFactors(db, userId, clock.now())).map(toApiFactor);
   }
@@ -73,15 +88,15 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
     const id = randomUUID();
     const secret = newTotpSecret();
     const now = clock.now();
-    const row = await db
-      .transaction()
-      .execute((trx) =>
-        mfa.insertFactor(
-          trx,
-          { id, userId: account.userId, friendlyName, secretSealed: sealFactorSecret(deps, id, secret), now },
-          MAX_FACTORS,
-        ),
+    const row = await db.transaction().execute(async (trx) => {
+      if ((await mfa.lockAccountMfa(trx, account.userId)) === undefined) throw sessionEnded();
+      await requireLiveSession(trx, account);
+      return mfa.insertFactor(
+        trx,
+        { id, userId: account.userId, friendlyName, secretSealed: sealFactorSecret(deps, id, secret), now },
+        MAX_FACTORS,
       );
+    });
     if (row === undefined) throw new ApiError('FACTOR_STATE', `An account has at most ${MAX_FACTORS} factors`);
     const uri = totpUri(secret, config.mfa.issuer, account.email);
     return {
@@ -104,6 +119,7 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
     const { ended, notify } = await db.transaction().execute(async (trx) => {
       const locked = await mfa.lockAccountMfa(trx, account.userId);
       if (locked === undefined) throw factorNotFound();
+      await requireLiveSession(trx, account);
       const deleted = await mfa.deleteFactor(trx, account.userId, factorId);
       if (deleted === undefined) throw factorNotFound();
       const notify = deleted.wasVerified ? locked.email : undefined;
@@ -122,6 +138,7 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
     const now = clock.now();
     return db.transaction().execute(async (trx) => {
       const locked = await mfa.lockAccountMfa(trx, userId);
+      if (locked !== undefined) await requireLiveSession(trx, caller);
       if (locked?.mfa_enabled !== true) {
         throw new ApiError('FACTOR_STATE', 'Recovery codes need a verified factor; enroll one first');
       }

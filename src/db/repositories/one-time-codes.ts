@@ -13,13 +13,15 @@ export interface StoredSecret {
 
 const DAY_MS = 24 * 3600 * 1000;
 
-/** Every purpose: what a new password, a disabled account or a removed one voids. */
-export const EVERY_PURPOSE: readonly OneTimeCodePurpose[] = [
+/**
+ * What was emailed (codes and links) and what they led to: what a new password or a disabled
+ * account voids. Not the recovery codes: they belong to the second factors, which stay.
+ */
+export const EMAILED_PURPOSES: readonly OneTimeCodePurpose[] = [
   'verification',
   'sign_in',
   'password_reset',
   'password_reset_token',
-  'recovery',
 ];
 
 /** The index predicate of one_time_codes_address_idx: the purposes with one live row per address. */
@@ -458,7 +460,7 @@ export async function takeToken(
 export async function deleteAccountCodes(
   db: Executor,
   account: { id: string; email: string },
-  purposes: readonly OneTimeCodePurpose[] = EVERY_PURPOSE,
+  purposes: readonly OneTimeCodePurpose[] = EMAILED_PURPOSES,
 ): Promise<void> {
   await db
     .deleteFrom('one_time_codes')

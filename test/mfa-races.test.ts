@@ -1,9 +1,11 @@
-// A sign-in while the account's first second factor is being verified. The verification's
-// transaction (the service's own repository steps, held open here between its last statement and
-// its commit) has marked the account as having a factor and ended its sessions below aal2; a sign-in
-// that read the account before that commit and inserted its session after it would keep a session
-// that owes nothing. The session's insert reads the account's row FOR SHARE, so it waits and then
-// sees the factor.
+// Requests that meet the account's first second factor being verified. The verification's
+// transaction (the service's own repository steps, held open here before its commit) marks the
+// account as having a factor and ends its sessions below aal2.
+// - A sign-in that read the account before that commit and inserted its session after it would
+//   keep a session that owes nothing: the insert reads the account's row FOR SHARE, so it waits
+//   and then sees the factor.
+// - A request of a session that the verification ends, waiting for the account's lock meanwhile,
+//   must not change the factors once it has the lock (removing the factor just verified).
 import pg from 'pg';
 import t from 'tap';
 import * as mfa from '../src/db/repositories/mfa.ts';
@@ -98,5 +100,78 @@ t.test(
       401,
       'SESSION_REVOKED',
     );
+  },
+);
+
+t.test(
+  'a session ended by the first factor\u2019s verification cannot remove that factor',
+  { skip: !usingPostgres && 'PostgreSQL only (row locks between connections)' },
+  async (t) => {
+    const s = await buildAuthTestApp(t, { label: 'mfa-race-remove', env: { DATABASE_POOL_MAX: '10' } });
+    const { app, clock } = s;
+    const email = await s.verifiedAccount('mfa-race-remove');
+    const signIn = async () =>
+      (
+        await app.inject({
+          method: 'POST',
+          url: '/api/auth/sessions?client_type=mobile',
+          payload: { email, password: PASSWORD },
+        })
+      ).json().accessToken as string;
+    const owner = await signIn();
+    const other = await signIn(); // someone else with the password
+    const userId = decodeClaims(owner).sub as string;
+    const enrolled = await app.inject({
+      method: 'POST',
+      url: '/api/auth/factors',
+      headers: { authorization: `Bearer ${owner}` },
+      payload: { type: 'totp' },
+    });
+    const factorId = enrolled.json().id as string;
+
+    const watcher = new pg.Client({ connectionString: s.database.url });
+    await watcher.connect();
+    t.teardown(() => watcher.end());
+    let commit!: () => void;
+    const committing = new Promise<void>((resolve) => {
+      commit = resolve;
+    });
+    let locked!: () => void;
+    const lockHeld = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    const now = clock.now();
+    const verification = s.database.handle.db.transaction().execute(async (trx) => {
+      await mfa.lockAccountMfa(trx, userId);
+      locked();
+      await committing;
+      await mfa.acceptTotpStep(trx, userId, factorId, Math.floor(now.getTime() / 30_000), now);
+      await mfa.refreshMfaEnabled(trx, userId);
+      await sessions.revokeUserSessionsBelowAal2(trx, userId, now);
+    });
+    await lockHeld;
+    const removing = app.inject({
+      method: 'DELETE',
+      url: `/api/auth/factors/${factorId}`,
+      headers: { authorization: `Bearer ${other}` },
+    });
+    let waiting = false;
+    for (let i = 0; i < 400 && !waiting; i++) {
+      const { rows } = await watcher.query(
+        `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike 'select % from "users" %for update'`,
+      );
+      waiting = (rows[0] as { n: number }).n > 0;
+      if (!waiting) await pause(25);
+    }
+    t.ok(waiting, 'the removal waits for the account');
+    commit();
+    await verification;
+    assertErrorBody(t, await removing, 401, 'SESSION_REVOKED');
+    const factors = await s.database.handle.db
+      .selectFrom('mfa_factors')
+      .select('status')
+      .where('id', '=', factorId)
+      .execute();
+    t.same(factors, [{ status: 'verified' }], 'the factor just verified stays');
   },
 );
