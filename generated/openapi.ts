@@ -1043,6 +1043,189 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auth/passkeys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the caller's passkeys
+         * @description The account's passkeys, oldest first. Passkeys are second factors
+         *     too: `GET /api/auth/factors` lists them with `type: passkey`.
+         */
+        get: operations["listPasskeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/passkeys/registration/options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Begin registering a passkey
+         * @description The options for `navigator.credentials.create()` (the
+         *     `PublicKeyCredentialCreationOptionsJSON` that `@simplewebauthn/browser`'s
+         *     `startRegistration` takes): a discoverable credential (resident key
+         *     required), user verification required, the account's passkeys
+         *     excluded. The challenge is bound to the caller's session, works once
+         *     and for 5 minutes; asking again replaces it.
+         *
+         *     An account with a verified factor needs an `aal2` session
+         *     (`403 MFA_REQUIRED`), and, as for every change of the second
+         *     factors, a proof of the last 10 minutes
+         *     (`403 REAUTHENTICATION_REQUIRED`). An account has at most 10 factors,
+         *     passkeys included (`409 FACTOR_STATE`).
+         */
+        post: operations["createPasskeyRegistrationOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/passkeys/registration/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Finish registering a passkey
+         * @description Verifies what `navigator.credentials.create()` answered against the
+         *     challenge of this session's last options: the origin (one of
+         *     `WEBAUTHN_ORIGINS`), the RP ID (`WEBAUTHN_RP_ID`), user presence and
+         *     user verification. The challenge is used up whatever the outcome.
+         *
+         *     A passkey is a verified second factor: when it is the account's
+         *     first, the answer carries the account's ten recovery codes
+         *     (`recoveryCodes`, shown this once), every other session of the account
+         *     below `aal2` ends, and later sign-ins by any other way owe a second
+         *     step.
+         */
+        post: operations["verifyPasskeyRegistration"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/passkeys/authentication/options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Begin signing in with a passkey
+         * @description The options for `navigator.credentials.get()` (the
+         *     `PublicKeyCredentialRequestOptionsJSON` that `@simplewebauthn/browser`'s
+         *     `startAuthentication` takes), with user verification required, and
+         *     the `challengeId` to send back with the answer. The challenge works
+         *     once and for 5 minutes.
+         *
+         *     Without `email`, `allowCredentials` is empty: the browser offers the
+         *     passkeys it holds for this site (discoverable credentials). With
+         *     `email`, it lists that account's passkeys; an unknown address, or
+         *     an account without a passkey, gets a list of the same shape (made
+         *     up, the same each time for the address), so the answer tells nothing
+         *     about the address.
+         *
+         *     Called with the access token of a session (an `aal1` session that
+         *     owes its second step included), the challenge is bound to that
+         *     session: its answer raises that session to `aal2` (the second step
+         *     by a passkey). An `Authorization` header that does not verify is
+         *     refused (`401`), never ignored.
+         */
+        post: operations["createPasskeyAuthenticationOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/passkeys/authentication/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign in with a passkey
+         * @description Verifies what `navigator.credentials.get()` answered against the
+         *     challenge `challengeId` names: the signature by the passkey's public
+         *     key, the origin, the RP ID, user presence and **user verification**
+         *     (the device's PIN or biometric; an assertion without it is refused,
+         *     whatever the browser was asked), and the signature counter (a counter
+         *     that does not move past the stored one is refused and logged as a
+         *     possible cloned authenticator; authenticators that always send 0 are
+         *     accepted). The challenge works once, whatever the outcome.
+         *
+         *     Without an access token it is a sign-in: the answer is a new session
+         *     at `aal2` with `amr` `passkey` (possession of the device and its
+         *     PIN or biometric, so no further factor is asked). With the access
+         *     token of the session the options were asked with, the passkey must
+         *     be that account's, and the session is raised to `aal2` as
+         *     `POST /api/auth/mfa/verify` does (the caller's session ends).
+         *
+         *     Every refusal is the same `401 PASSKEY_REFUSED`.
+         */
+        post: operations["verifyPasskeyAuthentication"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/passkeys/{passkeyId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a passkey
+         * @description Removes one of the caller's passkeys, as `DELETE /api/auth/factors/{factorId}`
+         *     removes any factor: an `aal2` session with a proof of the last 10
+         *     minutes; removing the account's last second factor removes its
+         *     recovery codes. Another account's passkey and an unknown id get the
+         *     same `404 NOT_FOUND`.
+         */
+        delete: operations["deletePasskey"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename a passkey
+         * @description Gives one of the caller's passkeys a new name. Another account's
+         *     passkey and an unknown id get the same `404 NOT_FOUND`.
+         */
+        patch: operations["updatePasskey"];
+        trace?: never;
+    };
     "/api/auth/profiles/{userId}": {
         parameters: {
             query?: never;
@@ -1604,8 +1787,11 @@ export interface components {
              */
             next_aal?: "aal2";
         };
-        /** @enum {string} */
-        FactorType: "totp";
+        /**
+         * @description `totp`: an authenticator app; `passkey`: a passkey (registered with `POST /api/auth/passkeys/registration/verify`).
+         * @enum {string}
+         */
+        FactorType: "totp" | "passkey";
         Factor: {
             /** Format: uuid */
             id: string;
@@ -1623,7 +1809,11 @@ export interface components {
             factors: components["schemas"]["Factor"][];
         };
         CreateFactorRequest: {
-            type: components["schemas"]["FactorType"];
+            /**
+             * @description The kind of factor to enroll here (passkeys are registered with `POST /api/auth/passkeys/registration/options`).
+             * @constant
+             */
+            type: "totp";
             /** @description A name for the factor, shown in the list. The characters a profile name refuses are refused here too. */
             friendlyName?: string;
         };
@@ -1631,7 +1821,8 @@ export interface components {
         EnrolledFactor: {
             /** Format: uuid */
             id: string;
-            type: components["schemas"]["FactorType"];
+            /** @constant */
+            type: "totp";
             friendlyName: string | null;
             /** @constant */
             status: "unverified";
@@ -1659,6 +1850,141 @@ export interface components {
         } | {
             recoveryCode: string;
         };
+        Passkey: {
+            /** Format: uuid */
+            id: string;
+            /** @description The name its owner gave it, if any. */
+            friendlyName: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            lastUsedAt: string | null;
+            /** @description Whether the authenticator said the credential is backed up (synced to other devices). */
+            backedUp: boolean;
+            /** @description How the browser can reach the authenticator (`internal`, `usb`, `nfc`, `ble`, `hybrid`, ...), as it said at registration. */
+            transports: string[];
+        };
+        /** @description The new passkey; with the account's recovery codes when it is the account's first second factor. */
+        RegisteredPasskey: {
+            /** Format: uuid */
+            id: string;
+            friendlyName: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            lastUsedAt: null;
+            backedUp: boolean;
+            transports: string[];
+            /** @description The account's ten recovery codes, shown this once (its first second factor only). */
+            recoveryCodes?: components["schemas"]["RecoveryCode"][];
+        };
+        PasskeyList: {
+            passkeys: components["schemas"]["Passkey"][];
+        };
+        /** @description A name for the passkey, shown in the lists. The characters a profile name refuses are refused here too. */
+        PasskeyName: string;
+        UpdatePasskeyRequest: {
+            friendlyName: components["schemas"]["PasskeyName"];
+        };
+        Base64Url: string;
+        /** @description A `PublicKeyCredentialCreationOptionsJSON` (WebAuthn Level 3), for `navigator.credentials.create()`. */
+        PasskeyCreationOptions: {
+            rp: {
+                name: string;
+                id: string;
+            };
+            user: {
+                id: components["schemas"]["Base64Url"];
+                name: string;
+                displayName: string;
+            };
+            challenge: components["schemas"]["Base64Url"];
+            pubKeyCredParams: {
+                /** @constant */
+                type: "public-key";
+                alg: number;
+            }[];
+            timeout?: number;
+            excludeCredentials?: components["schemas"]["PasskeyDescriptor"][];
+            authenticatorSelection?: {
+                /** @constant */
+                residentKey?: "required";
+                requireResidentKey?: boolean;
+                /** @constant */
+                userVerification?: "required";
+            };
+            attestation?: string;
+            extensions?: Record<string, never>;
+        };
+        PasskeyDescriptor: {
+            id: components["schemas"]["Base64Url"];
+            /** @constant */
+            type: "public-key";
+            transports?: string[];
+        };
+        /** @description A `PublicKeyCredentialRequestOptionsJSON` (WebAuthn Level 3), for `navigator.credentials.get()`. */
+        PasskeyRequestOptions: {
+            challenge: components["schemas"]["Base64Url"];
+            timeout?: number;
+            rpId: string;
+            allowCredentials: components["schemas"]["PasskeyDescriptor"][];
+            /** @constant */
+            userVerification: "required";
+            extensions?: Record<string, never>;
+        };
+        PasskeyAuthenticationOptionsRequest: {
+            /**
+             * Format: email
+             * @description The account to sign in to, when the person typed it; omit it for discoverable sign-in (the browser offers the passkeys it has).
+             */
+            email?: string;
+        };
+        PasskeyAuthenticationOptions: {
+            /** @description Send it back with the answer (`POST /api/auth/passkeys/authentication/verify`). */
+            challengeId: string;
+            options: components["schemas"]["PasskeyRequestOptions"];
+        };
+        /** @description A `RegistrationResponseJSON`, what `@simplewebauthn/browser`'s `startRegistration` (or `PublicKeyCredential.toJSON()`) gives. */
+        WebAuthnRegistrationResponse: {
+            id: components["schemas"]["Base64Url"];
+            rawId: components["schemas"]["Base64Url"];
+            /** @constant */
+            type: "public-key";
+            /** @enum {string} */
+            authenticatorAttachment?: "platform" | "cross-platform";
+            clientExtensionResults?: Record<string, never>;
+            response: {
+                clientDataJSON: components["schemas"]["Base64Url"];
+                attestationObject: components["schemas"]["Base64Url"];
+                authenticatorData?: components["schemas"]["Base64Url"];
+                publicKey?: components["schemas"]["Base64Url"];
+                publicKeyAlgorithm?: number;
+                transports?: string[];
+            };
+        };
+        /** @description An `AuthenticationResponseJSON`, what `@simplewebauthn/browser`'s `startAuthentication` (or `PublicKeyCredential.toJSON()`) gives. */
+        WebAuthnAuthenticationResponse: {
+            id: components["schemas"]["Base64Url"];
+            rawId: components["schemas"]["Base64Url"];
+            /** @constant */
+            type: "public-key";
+            /** @enum {string} */
+            authenticatorAttachment?: "platform" | "cross-platform";
+            clientExtensionResults?: Record<string, never>;
+            response: {
+                clientDataJSON: components["schemas"]["Base64Url"];
+                authenticatorData: components["schemas"]["Base64Url"];
+                signature: components["schemas"]["Base64Url"];
+                userHandle?: components["schemas"]["Base64Url"];
+            };
+        };
+        PasskeyRegistrationRequest: {
+            response: components["schemas"]["WebAuthnRegistrationResponse"];
+            friendlyName?: components["schemas"]["PasskeyName"];
+        };
+        PasskeyAuthenticationRequest: {
+            challengeId: string;
+            response: components["schemas"]["WebAuthnAuthenticationResponse"];
+        };
         /**
          * @description `aal1`: one factor proven (a password, an emailed code or link, an
          *     OAuth provider, an ID token). `aal2`: a second factor proven too.
@@ -1667,7 +1993,7 @@ export interface components {
         AuthenticatorAssuranceLevel: "aal1" | "aal2";
         AuthenticationMethod: {
             /** @enum {string} */
-            method: "password" | "otp" | "oauth" | "id_token" | "totp" | "recovery_code";
+            method: "password" | "otp" | "oauth" | "id_token" | "totp" | "recovery_code" | "passkey";
             /** @description When it was proven (seconds since the epoch). */
             timestamp: number;
         };
@@ -1703,6 +2029,8 @@ export interface components {
          *     | `ID_TOKEN_INVALID` | 401 | The ID token's signature, issuer, audience, expiry or nonce is wrong, or it was already used to sign in. |
          *     | `NOT_FOUND` | 404 | No route or resource matches the request. |
          *     | `CHANNEL_ALREADY_EXISTS` | 409 | A realtime channel with this pattern exists already. |
+         *     | `PASSKEY_REGISTRATION_INVALID` | 400 | The answer of `navigator.credentials.create()` does not verify: no live challenge of this session, another origin or RP ID, no user verification, or a credential registered already. Ask for new options. |
+         *     | `PASSKEY_REFUSED` | 401 | The passkey assertion does not sign in or raise the session: the challenge is unknown, used, expired or another session's, the passkey is unknown or another account's, or the signature, origin, RP ID, user verification or counter is wrong. |
          *     | `FACTOR_STATE` | 409 | The account's factors do not allow the change: at most 10 factors, and recovery codes need a verified factor. |
          *     | `SIGNING_KEY_STATE` | 409 | The signing key's state does not allow the change: the current key cannot be revoked, and there is at most one standby key. |
          *     | `LAST_ADMIN` | 409 | Deleting, demoting or disabling accounts would leave no enabled administrator; nothing was changed. |
@@ -1720,7 +2048,7 @@ export interface components {
          *     | `HEADERS_TOO_LARGE` | 431 | The request's headers exceed 16 KiB or 1,000 lines; the connection is closed. Sent by the HTTP layer, before any operation. |
          * @enum {string}
          */
-        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "AUTH_UNAUTHORIZED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "MFA_REQUIRED" | "REAUTHENTICATION_REQUIRED" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "ACCOUNT_DISABLED" | "OAUTH_CODE_INVALID" | "OAUTH_STATE_INVALID" | "OAUTH_EMAIL_UNVERIFIED" | "OAUTH_ACCOUNT_UNVERIFIED" | "OAUTH_PROVIDER_ERROR" | "ACCESS_DENIED" | "ID_TOKEN_INVALID" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "SIGNING_KEY_STATE" | "FACTOR_STATE" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
+        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "AUTH_UNAUTHORIZED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "MFA_REQUIRED" | "REAUTHENTICATION_REQUIRED" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "ACCOUNT_DISABLED" | "OAUTH_CODE_INVALID" | "OAUTH_STATE_INVALID" | "OAUTH_EMAIL_UNVERIFIED" | "OAUTH_ACCOUNT_UNVERIFIED" | "OAUTH_PROVIDER_ERROR" | "ACCESS_DENIED" | "ID_TOKEN_INVALID" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "SIGNING_KEY_STATE" | "FACTOR_STATE" | "PASSKEY_REGISTRATION_INVALID" | "PASSKEY_REFUSED" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
         /**
          * @description The body of every error response.
          * @example {
@@ -2292,7 +2620,7 @@ export interface components {
              * @description The page that password-reset links open (`RESET_PASSWORD_URL`).
              */
             resetPasswordUrl: string;
-            /** @description The second factors an account may enroll (`POST /api/auth/factors`). */
+            /** @description The second factors an account may add (`totp`: `POST /api/auth/factors`; `passkey`: `POST /api/auth/passkeys/registration/options`). */
             mfaFactorTypes: components["schemas"]["FactorType"][];
             /** @description Whether administrator operations need an `aal2` session (`MFA_REQUIRED_FOR_ADMINS`). */
             mfaRequiredForAdmins: boolean;
@@ -2643,6 +2971,38 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description `PASSKEY_REGISTRATION_INVALID`: the answer of `navigator.credentials.create()` does not verify (no live challenge of this session, another origin or RP ID, no user verification, a credential registered already). `INVALID_INPUT`: the request does not match the contract. */
+        PasskeyRegistrationInvalid: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "PASSKEY_REGISTRATION_INVALID",
+                 *       "message": "The passkey could not be registered; ask for new options and try again",
+                 *       "statusCode": 400
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `PASSKEY_REFUSED`: the assertion does not sign in (an unknown, used or expired challenge, another session's challenge, an unknown passkey or another account's, a wrong signature, origin or RP ID, no user verification, a counter that went backwards). `UNAUTHORIZED`, `AUTH_UNAUTHORIZED`, `SESSION_REVOKED`: an `Authorization` header was sent and does not verify. */
+        PasskeyRefused: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "PASSKEY_REFUSED",
+                 *       "message": "The passkey did not sign in",
+                 *       "statusCode": 401
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description `FACTOR_STATE`: the account's factors do not allow the change (10 factors already; no verified factor for recovery codes). */
         FactorState: {
             headers: {
@@ -2968,6 +3328,8 @@ export interface components {
         ChannelId: string;
         /** @description The user's id. */
         UserId: string;
+        /** @description The passkey's id (a UUID; anything else is answered `404 NOT_FOUND`). */
+        PasskeyId: string;
         /** @description The factor's id (a UUID; anything else is answered `404 NOT_FOUND`). */
         FactorId: string;
         /**
@@ -4882,6 +5244,382 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    listPasskeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The passkeys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "passkeys": [
+                     *         {
+                     *           "id": "5d7f1e3a-8b2c-4d6e-9f10-2a3b4c5d6e7f",
+                     *           "friendlyName": "Work laptop",
+                     *           "createdAt": "2026-11-28T09:00:00.000Z",
+                     *           "lastUsedAt": "2026-11-28T09:05:00.000Z",
+                     *           "backedUp": true,
+                     *           "transports": [
+                     *             "hybrid",
+                     *             "internal"
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PasskeyList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createPasskeyRegistrationOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The creation options. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "rp": {
+                     *         "name": "Accounts",
+                     *         "id": "example.com"
+                     *       },
+                     *       "user": {
+                     *         "id": "PxypLntNTomcIV1ufoqbDA",
+                     *         "name": "ada@example.com",
+                     *         "displayName": "ada@example.com"
+                     *       },
+                     *       "challenge": "3q2-7wq4Vn0m2sXr5b1k8hQ6xJ9cT4yL0pA7uE2nW5g",
+                     *       "pubKeyCredParams": [
+                     *         {
+                     *           "type": "public-key",
+                     *           "alg": -8
+                     *         },
+                     *         {
+                     *           "type": "public-key",
+                     *           "alg": -7
+                     *         },
+                     *         {
+                     *           "type": "public-key",
+                     *           "alg": -257
+                     *         }
+                     *       ],
+                     *       "timeout": 300000,
+                     *       "attestation": "none",
+                     *       "excludeCredentials": [],
+                     *       "authenticatorSelection": {
+                     *         "residentKey": "required",
+                     *         "requireResidentKey": true,
+                     *         "userVerification": "required"
+                     *       },
+                     *       "extensions": {
+                     *         "credProps": true
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PasskeyCreationOptions"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
+            409: components["responses"]["FactorState"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    verifyPasskeyRegistration: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "friendlyName": "Work laptop",
+                 *       "response": {
+                 *         "id": "kTq0Hc2xS3e5mJ8vB1nL7w",
+                 *         "rawId": "kTq0Hc2xS3e5mJ8vB1nL7w",
+                 *         "type": "public-key",
+                 *         "authenticatorAttachment": "platform",
+                 *         "clientExtensionResults": {
+                 *           "credProps": {
+                 *             "rk": true
+                 *           }
+                 *         },
+                 *         "response": {
+                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIn0",
+                 *           "attestationObject": "o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVjF",
+                 *           "transports": [
+                 *             "hybrid",
+                 *             "internal"
+                 *           ]
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["PasskeyRegistrationRequest"];
+            };
+        };
+        responses: {
+            /** @description The new passkey. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "5d7f1e3a-8b2c-4d6e-9f10-2a3b4c5d6e7f",
+                     *       "friendlyName": "Work laptop",
+                     *       "createdAt": "2026-11-28T09:00:00.000Z",
+                     *       "lastUsedAt": null,
+                     *       "backedUp": true,
+                     *       "transports": [
+                     *         "hybrid",
+                     *         "internal"
+                     *       ],
+                     *       "recoveryCodes": [
+                     *         "k7d2-9xqm-4hfp",
+                     *         "3nb8-q2wz-x6ka",
+                     *         "p0c4-7rte-m9yd",
+                     *         "a1s2-d3f4-g5h6",
+                     *         "z9x8-c7v6-b5n4",
+                     *         "q1w2-e3r4-t5y6",
+                     *         "m7n8-b9v0-c1x2",
+                     *         "l3k4-j5h6-g7f8",
+                     *         "u9i8-o7p6-a5s4",
+                     *         "r2t3-y4u5-i6o7"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RegisteredPasskey"];
+                };
+            };
+            400: components["responses"]["PasskeyRegistrationInvalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
+            409: components["responses"]["FactorState"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createPasskeyAuthenticationOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PasskeyAuthenticationOptionsRequest"];
+            };
+        };
+        responses: {
+            /** @description The request options and the challenge's id. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "challengeId": "Zx8c4Vq2mN7pL1kR5tY9wB3dF6hJ0sA2gE4uI8oQ1nM",
+                     *       "options": {
+                     *         "challenge": "b2Nl-9kQ3xV7mP1zL5rT8wY2cF6hJ0sA4gE7uI1oN3q",
+                     *         "timeout": 300000,
+                     *         "rpId": "example.com",
+                     *         "allowCredentials": [],
+                     *         "userVerification": "required"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PasskeyAuthenticationOptions"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    verifyPasskeyAuthentication: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The kind of client, which decides how the refresh token travels.
+                 *
+                 *     - `web` (default): the refresh token is set in the HttpOnly cookie
+                 *       `refresh_token` (scoped to `Path=/api/auth`) and never appears in the
+                 *       body (`refreshToken: null`). The body carries a `csrfToken`, which
+                 *       the client sends back in the `X-CSRF-Token` header when it refreshes
+                 *       or logs out.
+                 *     - `mobile`, `desktop`: no cookie is set; the refresh token is returned
+                 *       in the body as `refreshToken` (`csrfToken: null`) and sent back in
+                 *       the body when refreshing or logging out.
+                 * @example web
+                 */
+                client_type?: components["parameters"]["ClientType"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "challengeId": "Zx8c4Vq2mN7pL1kR5tY9wB3dF6hJ0sA2gE4uI8oQ1nM",
+                 *       "response": {
+                 *         "id": "kTq0Hc2xS3e5mJ8vB1nL7w",
+                 *         "rawId": "kTq0Hc2xS3e5mJ8vB1nL7w",
+                 *         "type": "public-key",
+                 *         "authenticatorAttachment": "platform",
+                 *         "clientExtensionResults": {},
+                 *         "response": {
+                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uZ2V0In0",
+                 *           "authenticatorData": "SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAQ",
+                 *           "signature": "MEUCIQDx3n0aVb9sZk",
+                 *           "userHandle": "PxypLntNTomcIV1ufoqbDA"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["PasskeyAuthenticationRequest"];
+            };
+        };
+        responses: {
+            /** @description The session at `aal2`. */
+            200: {
+                headers: {
+                    "Set-Cookie": components["headers"]["SetRefreshCookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["PasskeyRefused"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deletePasskey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The passkey's id (a UUID; anything else is answered `404 NOT_FOUND`). */
+                passkeyId: components["parameters"]["PasskeyId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updatePasskey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The passkey's id (a UUID; anything else is answered `404 NOT_FOUND`). */
+                passkeyId: components["parameters"]["PasskeyId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "friendlyName": "Work laptop"
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdatePasskeyRequest"];
+            };
+        };
+        responses: {
+            /** @description The passkey. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "5d7f1e3a-8b2c-4d6e-9f10-2a3b4c5d6e7f",
+                     *       "friendlyName": "Work laptop",
+                     *       "createdAt": "2026-11-28T09:00:00.000Z",
+                     *       "lastUsedAt": "2026-11-28T09:05:00.000Z",
+                     *       "backedUp": true,
+                     *       "transports": [
+                     *         "hybrid",
+                     *         "internal"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Passkey"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     getProfile: {
         parameters: {
             query?: never;
@@ -5004,7 +5742,8 @@ export interface operations {
                      *       "verifyEmailUrl": "https://accounts.example.com/auth/verify-email",
                      *       "resetPasswordUrl": "https://accounts.example.com/auth/reset-password",
                      *       "mfaFactorTypes": [
-                     *         "totp"
+                     *         "totp",
+                     *         "passkey"
                      *       ],
                      *       "mfaRequiredForAdmins": false
                      *     }

@@ -78,6 +78,7 @@ function contractModule(spec: Spec): string {
       tag: string;
       secured: boolean;
       bearer: boolean;
+      optionalBearer: boolean;
       bodyRequired: boolean;
       bodyLimit: number | null;
       openQuery: boolean;
@@ -91,13 +92,26 @@ function contractModule(spec: Spec): string {
       if (!methods.includes(method)) continue;
       if (!op.operationId) throw new Error(`${method.toUpperCase()} ${route} has no operationId`);
       // Roles, limits by user and the assurance level read the access token's claims: such an operation must require one.
-      const bearer = (op.security ?? []).length > 0 && (op.security ?? []).every((s) => 'bearerAuth' in (s as object));
+      const security = (op.security ?? []) as object[];
+      const bearer = security.length > 0 && security.every((s) => 'bearerAuth' in s);
+      // `[{bearerAuth: []}, {}]`: an access token when one is sent (it must then verify), else anyone.
+      const optionalBearer =
+        security.length === 2 &&
+        'bearerAuth' in (security[0] as object) &&
+        Object.keys(security[1] as object).length === 0;
+      if (security.some((s) => Object.keys(s).length === 0) && !optionalBearer) {
+        throw new Error(
+          `${op.operationId}: an anonymous alternative ({}) is declared only after bearerAuth, as [{bearerAuth: []}, {}]`,
+        );
+      }
       operations[op.operationId] = {
         method: method.toUpperCase(),
         path: route,
         tag: op.tags?.[0] ?? '',
-        secured: (op.security?.length ?? 0) > 0,
+        // A credential is required: declared, with no anonymous alternative.
+        secured: security.length > 0 && !optionalBearer,
         bearer,
+        optionalBearer,
         bodyRequired: op.requestBody?.required === true,
         bodyLimit: op['x-body-limit'] ?? null,
         openQuery: op['x-open-query'] === true,
@@ -112,10 +126,13 @@ function contractModule(spec: Spec): string {
       if (op['x-roles'] !== undefined && !bearer) {
         throw new Error(`${op.operationId} declares x-roles but not security bearerAuth: roles are the token's`);
       }
-      if (op['x-aal'] !== undefined && (op['x-aal'] !== 'aal1' || !bearer)) {
+      if (op['x-aal'] !== undefined && (op['x-aal'] !== 'aal1' || !(bearer || optionalBearer))) {
         throw new Error(
           `${op.operationId}: x-aal is aal1 (callable before the second step), on a bearerAuth operation`,
         );
+      }
+      if (optionalBearer && op['x-aal'] !== 'aal1') {
+        throw new Error(`${op.operationId}: an operation with an optional access token is x-aal: aal1`);
       }
       if (bearer && op['x-aal'] !== 'aal1' && op.responses?.['403'] === undefined) {
         throw new Error(`${op.operationId} may answer 403 MFA_REQUIRED (it is not x-aal: aal1) but declares no 403`);

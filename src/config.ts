@@ -109,6 +109,23 @@ const variables = {
     ),
     requiredForAdmins: env('MFA_REQUIRED_FOR_ADMINS', flag.default(false)),
   },
+  /** Passkeys (WebAuthn): the relying party. Defaults: PUBLIC_URL's host; the service's name; PUBLIC_URL's origin and CORS_ORIGINS. */
+  webauthn: {
+    rpId: env(
+      'WEBAUTHN_RP_ID',
+      z
+        .string()
+        .trim()
+        .toLowerCase()
+        .regex(/^[a-z0-9.-]+$/, 'must be a host name such as example.com (no scheme, port or path)')
+        .optional(),
+    ),
+    rpName: env(
+      'WEBAUTHN_RP_NAME',
+      z.string().trim().min(1, 'must be 1 to 64 characters').max(64, 'must be 1 to 64 characters').optional(),
+    ),
+    origins: env('WEBAUTHN_ORIGINS', origins.optional()),
+  },
   /** New accounts may be made (sign-up, and sign-in by email code for a new address). */
   allowSignUp: env('ALLOW_SIGN_UP', flag.default(true)),
   requireEmailVerification: env('REQUIRE_EMAIL_VERIFICATION', flag.default(true)),
@@ -297,6 +314,8 @@ interface Computed {
   admin: { email: string; password: string } | undefined;
   passwordHashing: { concurrency: number; maxWaiting: number; maxWaitingPerNetwork: number };
   realtime: Omit<Declared['realtime'], 'adapter'> & { adapter: 'postgres' | 'redis' | 'memory' };
+  /** The WebAuthn relying party: its id (a host), its name, the origins whose ceremonies count. */
+  webauthn: { rpId: string; rpName: string; origins: readonly string[] };
 }
 
 export type Config = Omit<Declared, keyof Computed | 'databaseUrl' | 'adminEmail' | 'adminPassword'> & Computed;
@@ -407,6 +426,29 @@ function checkCookieDomain(e: Declared, publicUrl: string): void {
   }
 }
 
+/**
+ * The WebAuthn relying party. The RP ID must be each origin's host or a parent domain of it, or
+ * browsers refuse the ceremony: a WEBAUTHN_ORIGINS entry (or, by default, PUBLIC_URL's origin) that
+ * is not stops the start with one line. Of CORS_ORIGINS, by default, those under the RP ID count.
+ */
+function webauthnFrom(e: Declared, publicUrl: string): Computed['webauthn'] {
+  const publicOrigin = new URL(publicUrl).origin;
+  const rpId = e.webauthn.rpId ?? new URL(publicUrl).hostname;
+  const fits = (origin: string) => {
+    const host = new URL(origin).hostname;
+    return host === rpId || host.endsWith(`.${rpId}`);
+  };
+  const named = e.webauthn.origins ?? [publicOrigin];
+  const misfit = named.find((origin) => !fits(origin));
+  if (misfit !== undefined) {
+    throw new ConfigError(
+      `WEBAUTHN_RP_ID must be the host of each WebAuthn origin or a parent domain of it (got ${JSON.stringify(rpId)} for ${misfit}; set WEBAUTHN_RP_ID or WEBAUTHN_ORIGINS)`,
+    );
+  }
+  const allowed = e.webauthn.origins ?? [...new Set([publicOrigin, ...e.corsOrigins.filter(fits)])];
+  return { rpId, rpName: e.webauthn.rpName ?? e.mfa.issuer, origins: allowed };
+}
+
 /** Validates the environment once into a frozen Config, or throws a ConfigError naming the first bad variable. */
 export function loadConfig(environment: Env = process.env): Readonly<Config> {
   // Empty strings mean "not set", as shells and compose files often pass them.
@@ -451,6 +493,7 @@ export function loadConfig(environment: Env = process.env): Readonly<Config> {
         e.passwordHashing.maxWaitingPerNetwork ?? Math.max(1, Math.floor(maxWaiting / 4)),
       ),
     },
+    webauthn: webauthnFrom(e, publicUrl),
     realtime: {
       ...e.realtime,
       // The embedded database serves one process, so there are no other instances to reach.

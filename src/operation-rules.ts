@@ -8,6 +8,7 @@ import type {
   preValidationHookHandler,
 } from 'fastify';
 import { type OperationId, operations, type Role } from '../generated/contract.ts';
+import { bearerAuth } from './auth/access-token.ts';
 import type { Config } from './config.ts';
 import { ApiError, methodNotAllowedHandler } from './errors.ts';
 import { describeJsonProblem, findJsonProblem } from './json-values.ts';
@@ -85,6 +86,15 @@ export function requireAssurance(
   };
 }
 
+/**
+ * An operation whose access token is optional (`security: [{bearerAuth: []}, {}]`): the security
+ * handlers let a request through when the token fails, as if none was sent. A token that was sent
+ * must verify: the same check again answers its 401.
+ */
+const tokenWhenSent: onRequestHookHandler = async (request) => {
+  if (request.headers.authorization !== undefined && request.user === null) await bearerAuth(request);
+};
+
 /** A query schema that admits only the declared parameters (an operation without any gets an empty one). */
 function closeQuery(schema: { querystring?: object }): void {
   schema.querystring = { type: 'object', properties: {}, ...schema.querystring, additionalProperties: false };
@@ -116,6 +126,9 @@ export function registerOperationRules(app: FastifyInstance, config: Readonly<Co
     if (route.preHandler !== undefined) {
       route.onRequest = [...asArray(route.onRequest), ...asArray(route.preHandler)] as onRequestHookHandler[];
       delete route.preHandler;
+    }
+    if (operation.optionalBearer) {
+      route.onRequest = [...asArray(route.onRequest), tokenWhenSent] as onRequestHookHandler[];
     }
     // After the input is validated, as the handler would: a malformed request is a 400 for anyone.
     if (operation.bearer) {

@@ -280,6 +280,16 @@ t.test('CORS_ORIGINS and the refresh cookie settings are checked with one line e
       { COOKIE_DOMAIN: '0.0.1', PUBLIC_URL: 'http://127.0.0.1:7130' },
       /^COOKIE_DOMAIN needs a PUBLIC_URL with a domain name/,
     ],
+    [
+      { WEBAUTHN_RP_ID: 'other.com', PUBLIC_URL: 'https://accounts.example.com' },
+      /^WEBAUTHN_RP_ID must be the host of each WebAuthn origin or a parent domain of it \(got "other\.com" for https:\/\/accounts\.example\.com/,
+    ],
+    [
+      { WEBAUTHN_RP_ID: 'example.com', WEBAUTHN_ORIGINS: 'https://app.example.com,https://evilexample.com' },
+      /^WEBAUTHN_RP_ID must be the host .* for https:\/\/evilexample\.com/,
+    ],
+    [{ WEBAUTHN_RP_ID: 'https://example.com' }, /^WEBAUTHN_RP_ID must be a host name such as example\.com/],
+    [{ WEBAUTHN_ORIGINS: '*' }, /^WEBAUTHN_ORIGINS must list exact origins/],
   ];
   for (const [env, message] of refused) {
     t.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env));
@@ -289,6 +299,21 @@ t.test('CORS_ORIGINS and the refresh cookie settings are checked with one line e
       t.notMatch((err as Error).message, /\n/, `${JSON.stringify(env)}: one line`);
     }
   }
+  const relyingParty = loadConfig({
+    PUBLIC_URL: 'https://accounts.example.com',
+    CORS_ORIGINS: 'https://app.example.com,https://other.test',
+    WEBAUTHN_RP_ID: 'example.com',
+  }).webauthn;
+  t.same(
+    relyingParty,
+    {
+      rpId: 'example.com',
+      rpName: 'Accounts',
+      origins: ['https://accounts.example.com', 'https://app.example.com'],
+    },
+    'by default, PUBLIC_URL and the CORS origins under the RP ID',
+  );
+  t.same(loadConfig({ PUBLIC_URL: 'http://localhost:7130' }).webauthn.rpId, 'localhost', "PUBLIC_URL's host");
   t.ok(loadConfig({ COOKIE_SAMESITE: 'none', COOKIE_SECURE: 'true' }), 'SameSite=None with Secure loads');
   t.equal(loadConfig({ COOKIE_SAMESITE: 'None' }).cookie.sameSite, 'none', 'written as the attribute is: None');
   t.equal(loadConfig({ COOKIE_SAMESITE: 'none' }).cookie.sameSite, 'none', 'COOKIE_SECURE defaults to true');

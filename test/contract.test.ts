@@ -99,12 +99,14 @@ t.test('a malformed request to each operation that takes input gets 400 in the E
     }
     const res = await app.inject(request);
     // A profile's or factor's id that is not a UUID is answered as an unknown one (no shape of id stands out).
-    if (id === 'getProfile' || id === 'deleteFactor') assertErrorBody(t, res, 404, 'NOT_FOUND');
-    else assertErrorBody(t, res, 400, 'INVALID_INPUT');
+    if (id === 'getProfile' || id === 'deleteFactor' || id === 'deletePasskey') {
+      assertErrorBody(t, res, 404, 'NOT_FOUND');
+    } else assertErrorBody(t, res, 400, 'INVALID_INPUT');
   }
   t.same(
     withoutInput.sort(),
     [
+      'createPasskeyRegistrationOptions',
       'getCurrentSession',
       'getHealth',
       'getJwks',
@@ -112,6 +114,7 @@ t.test('a malformed request to each operation that takes input gets 400 in the E
       'getOpenIdConfiguration',
       'getRealtimePermissions',
       'listFactors',
+      'listPasskeys',
       'listRealtimeChannels',
       'listSigningKeys',
       'regenerateRecoveryCodes',
@@ -127,7 +130,7 @@ const publicPemOf = (privatePem: string) =>
 t.test('secured operations refuse a missing, malformed, foreign-key or refresh-typed token', async (t) => {
   const { app, config, database } = await buildTestApp(t);
   // Operations behind access tokens; getMetrics has a scheme of its own (test/metrics.test.ts).
-  const secured = operationIds.filter((id) => specOperation(id).security?.some((s) => 'bearerAuth' in s));
+  const secured = operationIds.filter((id) => operations[id].bearer);
   t.same(
     secured.sort(),
     [
@@ -157,6 +160,11 @@ t.test('secured operations refuse a missing, malformed, foreign-key or refresh-t
       'deleteFactor',
       'regenerateRecoveryCodes',
       'verifyMfa',
+      'listPasskeys',
+      'createPasskeyRegistrationOptions',
+      'verifyPasskeyRegistration',
+      'updatePasskey',
+      'deletePasskey',
     ].sort(),
   );
   const jwtSecret = await resolveJwtSecret(config, database.handle.db);
@@ -203,9 +211,13 @@ t.test('secured operations refuse a missing, malformed, foreign-key or refresh-t
     401,
     'the same forging helper makes a token that passes, so the refusals below are meaningful',
   );
-  for (const id of secured) {
+  // An operation whose token is optional refuses the same tokens when one is sent (not as if none was).
+  const optional = operationIds.filter((id) => operations[id].optionalBearer);
+  t.same(optional.sort(), ['createPasskeyAuthenticationOptions', 'verifyPasskeyAuthentication']);
+  for (const id of [...secured, ...optional]) {
     const { method, path } = operations[id];
     for (const [label, authorization, code] of tokens) {
+      if (authorization === undefined && optional.includes(id)) continue;
       const res = await app.inject({
         method,
         url: path.replace(/\{\w+\}/g, randomUUID()),

@@ -25,7 +25,13 @@ const administratorsOnly: OperationId[] = [
 ];
 // The operations a session that owes its second step may call (x-aal: aal1); every other one
 // answers it 403 MFA_REQUIRED.
-const beforeSecondStep: OperationId[] = ['getCurrentSession', 'listFactors', 'verifyMfa'];
+const beforeSecondStep: OperationId[] = [
+  'getCurrentSession',
+  'listFactors',
+  'verifyMfa',
+  'createPasskeyAuthenticationOptions',
+  'verifyPasskeyAuthentication',
+];
 const limited: Partial<Record<OperationId, string>> = {
   createSession: 'signIn by ip',
   createUser: 'signUp by ip',
@@ -45,6 +51,8 @@ const limited: Partial<Record<OperationId, string>> = {
   createEmbeddings: 'embeddings by user',
   publishRealtimeMessage: 'realtimePublish by user',
   verifyMfa: 'verify by ip',
+  createPasskeyAuthenticationOptions: 'signIn by ip',
+  verifyPasskeyAuthentication: 'verify by ip',
 };
 
 t.test('the contract declares who may call each operation and its rate limits', async (t) => {

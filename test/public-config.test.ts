@@ -33,7 +33,7 @@ t.test('the defaults, in the SDK’s shape, cacheable but revalidated', async (t
     redirectUrl: null,
     verifyEmailUrl: `${config.publicUrl}/auth/verify-email`,
     resetPasswordUrl: `${config.publicUrl}/auth/reset-password`,
-    mfaFactorTypes: ['totp'],
+    mfaFactorTypes: ['totp', 'passkey'],
     mfaRequiredForAdmins: false,
   });
   assertMatchesSchema(t, body, 'PublicAuthConfig');

@@ -10,6 +10,7 @@ import { createFactors } from './mfa/factors.ts';
 import { createSecondStep } from './mfa/second-step.ts';
 import { createOAuthSignIn } from './oauth/oauth-sign-in.ts';
 import { createOneTimeCodes } from './one-time-codes.ts';
+import { createPasskeys } from './passkeys.ts';
 import { createPasswordReset } from './password-reset.ts';
 import { createPasswordlessSignIn } from './passwordless-sign-in.ts';
 import { createProfiles } from './profiles.ts';
@@ -63,6 +64,9 @@ export function createAuthService(deps: AuthDeps) {
     return toApiUser(user);
   }
 
+  const factors = createFactors(deps, sessions, codes, mail);
+  const secondStep = createSecondStep(deps, sessions, codes, mail);
+
   return {
     signUp: createSignUp(deps, sessions, mail, codes),
     signIn: reporting(createSignIn(deps, sessions), events && ((r) => events.signIn(r)), [
@@ -87,8 +91,9 @@ export function createAuthService(deps: AuthDeps) {
     profiles: createProfiles(deps),
     administration: createUserAdministration(deps, sessions),
     publicConfig: createPublicAuthConfig(deps.config),
-    factors: createFactors(deps, sessions, codes, mail),
-    secondStep: createSecondStep(deps, sessions, codes, mail),
+    factors,
+    secondStep,
+    passkeys: createPasskeys(deps, sessions, codes, mail, factors, secondStep),
     drainMail: mail.drain,
   };
 }

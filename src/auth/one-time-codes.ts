@@ -1,8 +1,17 @@
 import { randomInt } from 'node:crypto';
 import * as store from '../db/repositories/one-time-codes.ts';
 import type { EmailCodePurpose, Executor, OneTimeCodePurpose } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
 import { type AuthDeps, inSeconds, invalidOtp, MAX_CODE_ATTEMPTS_PER_DAY, MAX_CODE_FAILURES } from './auth-context.ts';
-import { constantTimeEqual, type DerivedKeys, hmacHex, newHexToken, newOtpCode, sha256Hex } from './crypto.ts';
+import {
+  constantTimeEqual,
+  type DerivedKeys,
+  hmacHex,
+  newHexToken,
+  newOpaqueToken,
+  newOtpCode,
+  sha256Hex,
+} from './crypto.ts';
 
 export type OneTimeCodeRow = store.OneTimeCodeRow;
 
@@ -45,6 +54,17 @@ function normalizeRecoveryCode(input: string): string | undefined {
 /** The HMAC a recovery code is stored as, bound to its account. */
 const recoveryCodeHmac = (keys: DerivedKeys, userId: string, normalized: string) =>
   hmacHex(keys.otp, `recovery\n${userId}\n${normalized}`);
+
+const sessionEnded = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
+
+/** How long a WebAuthn challenge works. */
+export const PASSKEY_CHALLENGE_TTL_MS = 5 * 60_000;
+
+/** A WebAuthn challenge taken from the store: whether a challenge is the one issued, and its session. */
+export interface TakenChallenge {
+  matches(challenge: string): boolean;
+  sessionId: string | null;
+}
 
 /**
  * The one-time code store: makes codes and tokens, stores them (through the purpose's issuing
@@ -152,9 +172,67 @@ export function createOneTimeCodes(deps: AuthDeps) {
     return store.useRecoveryCode(trx, userId, hmac, now);
   }
 
+  /** A WebAuthn challenge (base64url) as stored: an HMAC, so that the table alone answers no ceremony. */
+  const challengeHmac = (challenge: string) => hmacHex(keys.otp, `webauthn-challenge\n${challenge}`);
+
+  /** The check of a taken challenge row: unexpired and equal, compared in constant time. */
+  function taken(
+    row: { code_hmac: string | null; code_expires_at: Date | null; session_id?: string | null } | undefined,
+  ): TakenChallenge | undefined {
+    if (row?.code_hmac == null || row.code_expires_at === null || row.code_expires_at <= clock.now()) return undefined;
+    const stored = row.code_hmac;
+    return { matches: (c) => constantTimeEqual(challengeHmac(c), stored), sessionId: row.session_id ?? null };
+  }
+
+  /** Keeps a registration challenge for the session (replacing its earlier one). */
+  async function storeRegistrationChallenge(
+    account: { id: string; email: string },
+    sessionId: string,
+    challenge: string,
+  ): Promise<void> {
+    const now = clock.now();
+    const expiresAt = new Date(now.getTime() + PASSKEY_CHALLENGE_TTL_MS);
+    const stored = await store.replaceRegistrationChallenge(
+      db,
+      account,
+      { challengeHmac: challengeHmac(challenge), expiresAt, sessionId },
+      now,
+    );
+    if (!stored) throw sessionEnded();
+  }
+
+  /** Keeps an authentication challenge; returns the id the client sends back with the answer. */
+  async function storeAuthenticationChallenge(
+    challenge: string,
+    binding: { sessionId: string | null; email: string },
+  ): Promise<string> {
+    const now = clock.now();
+    const id = newOpaqueToken();
+    const stored = await store.insertAuthenticationChallenge(
+      db,
+      {
+        idHash: sha256Hex(id),
+        email: binding.email,
+        sessionId: binding.sessionId,
+        challengeHmac: challengeHmac(challenge),
+        expiresAt: new Date(now.getTime() + PASSKEY_CHALLENGE_TTL_MS),
+      },
+      now,
+    );
+    if (!stored) throw sessionEnded();
+    return id;
+  }
+
   return {
     next,
     check,
+    storeRegistrationChallenge,
+    /** Takes the session's registration challenge (single use, whatever follows); undefined when none is live. */
+    takeRegistrationChallenge: async (sessionId: string) => taken(await store.takeRegistrationChallenge(db, sessionId)),
+    storeAuthenticationChallenge,
+    /** Takes an authentication challenge by its id (single use, whatever follows); undefined when none is live. */
+    takeAuthenticationChallenge: async (challengeId: string) =>
+      taken(await store.takeAuthenticationChallenge(db, sha256Hex(challengeId))),
     issueRecoveryCodes,
     useRecoveryCode,
     /** Removes the account's recovery codes (its last verified factor went). */

@@ -48,7 +48,7 @@ export function createPublicAuthConfig(config: Readonly<Config>): { body: Public
     disableSignup: !config.allowSignUp,
     redirectUrl: config.authRedirectUrl ?? null,
     verifyEmailUrl: config.emailVerifyUrl,
-    mfaFactorTypes: ['totp'],
+    mfaFactorTypes: ['totp', 'passkey'],
     mfaRequiredForAdmins: config.mfa.requiredForAdmins,
     resetPasswordUrl: config.resetPasswordUrl,
   };

@@ -96,8 +96,9 @@ export function createSessionIssuer(deps: AuthDeps) {
     client: ClientInfo,
     method: AuthMethod['method'],
     executor: Kysely<Database> = db,
+    aal: Aal = 'aal1',
   ): Promise<IssuedSession> {
-    const { row, refreshToken, now } = newSession(user, client, [method]);
+    const { row, refreshToken, now } = newSession(user, client, [method], aal);
     const session = await sessions.insertSession(executor, row);
     return {
       ...issued(user, session, refreshToken, client.clientType, now),

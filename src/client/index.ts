@@ -28,6 +28,9 @@ export type Jwks = components['schemas']['Jwks'];
 /** A second factor (`GET /api/auth/factors`), and one just enrolled with its secret. */
 export type Factor = components['schemas']['Factor'];
 export type EnrolledFactor = components['schemas']['EnrolledFactor'];
+/** A passkey (`GET /api/auth/passkeys`), and one just registered. */
+export type Passkey = components['schemas']['Passkey'];
+export type RegisteredPasskey = components['schemas']['RegisteredPasskey'];
 
 export interface SessionTokens {
   accessToken: string | undefined;
@@ -60,7 +63,8 @@ export interface ClientOptions {
 /** The answers of a refresh that mean the refresh token (or its CSRF token) is not accepted. */
 const REFUSED = new Set([400, 401, 403]);
 
-const SESSION_RESULT = /\/api\/auth\/(sessions|email\/verify|refresh|users|oauth\/exchange|id-token|mfa\/verify)$/;
+const SESSION_RESULT =
+  /\/api\/auth\/(sessions|email\/verify|refresh|users|oauth\/exchange|id-token|mfa\/verify|passkeys\/authentication\/verify)$/;
 const SESSION_END = /\/api\/auth\/logout$/;
 const SIGN_UP = /\/api\/auth\/users$/;
 // Operations where a known device has its own budget or back-off (the X-Device-Token header).
@@ -68,7 +72,7 @@ const DEVICE_SIGNAL = /^\/api\/auth\/(sessions|email\/send-otp|email\/send-reset
 const VERIFY = /\/api\/auth\/email\/verify$/;
 // A 401 from these is about credentials or refresh tokens, not the access token: never retry them.
 const NO_RETRY =
-  /^\/api\/auth\/(sessions|users|email\/send-verification|email\/verify|refresh|logout|oauth\/exchange|id-token)$/;
+  /^\/api\/auth\/(sessions|users|email\/send-verification|email\/verify|refresh|logout|oauth\/exchange|id-token|passkeys\/authentication\/verify)$/;
 
 export function createClient(options: ClientOptions) {
   const clientType = options.clientType ?? 'mobile';

@@ -22,6 +22,7 @@ import * as m0019 from './migrations/0019_one_time_codes.ts';
 import * as m0020 from './migrations/0020_signing_keys.ts';
 import * as m0021 from './migrations/0021_one_time_codes_fillfactor.ts';
 import * as m0022 from './migrations/0022_mfa.ts';
+import * as m0023 from './migrations/0023_passkeys.ts';
 import { applyRepeatableSql } from './repeatable-sql.ts';
 import type { Database } from './schema.ts';
 
@@ -49,6 +50,7 @@ export const migrations: Record<string, Migration> = {
   '0020_signing_keys': m0020,
   '0021_one_time_codes_fillfactor': m0021,
   '0022_mfa': m0022,
+  '0023_passkeys': m0023,
 };
 
 /**

@@ -100,12 +100,19 @@ export interface OneTimeCodesTable {
   contested: ColumnType<boolean, boolean | undefined, boolean>;
   /** Verification rows only: SHA-256 of the binding given to the client that made the pending sign-up. */
   binding_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  /** WebAuthn challenges only: the session the challenge is bound to (migration 0023). */
+  session_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** The emailed 6-digit codes: one live code per address and purpose, checked with the same attempt rules. */
 export type EmailCodePurpose = 'verification' | 'sign_in' | 'password_reset';
 /** Every kind of one-time secret ('recovery' is reserved for multi-factor recovery codes). */
-export type OneTimeCodePurpose = EmailCodePurpose | 'password_reset_token' | 'recovery';
+export type OneTimeCodePurpose =
+  | EmailCodePurpose
+  | 'password_reset_token'
+  | 'recovery'
+  | 'passkey_registration'
+  | 'passkey_authentication';
 
 export interface EmailSendLogTable {
   email: string;
@@ -156,7 +163,7 @@ export interface SessionsTable {
 export type Aal = 'aal1' | 'aal2';
 /** One proven factor of a session (the `amr` claim's entries). */
 export interface AuthMethod {
-  method: 'password' | 'otp' | 'oauth' | 'id_token' | 'totp' | 'recovery_code';
+  method: 'password' | 'otp' | 'oauth' | 'id_token' | 'totp' | 'recovery_code' | 'passkey';
   /** Seconds since the epoch. */
   timestamp: number;
 }
@@ -172,6 +179,21 @@ export interface MfaFactorsTable {
   verified_at: Date | null;
   last_used_at: Date | null;
   last_used_step: ColumnType<number | null, number | null | undefined, number | null>;
+}
+
+/** A passkey (WebAuthn credential): id and public key base64url, the last signature counter seen. */
+export interface PasskeysTable {
+  id: Generated<string>;
+  user_id: string;
+  credential_id: string;
+  public_key: string;
+  counter: number;
+  transports: ColumnType<string[], string, string>;
+  device_type: 'singleDevice' | 'multiDevice';
+  backed_up: boolean;
+  friendly_name: string | null;
+  created_at: Date;
+  last_used_at: Date | null;
 }
 
 export interface MfaAttemptsTable {
@@ -263,6 +285,7 @@ export interface Database {
   app_settings: AppSettingsTable;
   users: UsersTable;
   mfa_factors: MfaFactorsTable;
+  passkeys: PasskeysTable;
   mfa_attempts: MfaAttemptsTable;
   user_providers: UserProvidersTable;
   oauth_authorizations: OAuthAuthorizationsTable;

@@ -6,6 +6,7 @@ import { healthHandlers } from './health.ts';
 import { metricsHandlers } from './metrics.ts';
 import { mfaHandlers } from './mfa.ts';
 import { oauthHandlers } from './oauth.ts';
+import { passkeyHandlers } from './passkeys.ts';
 import { profileHandlers } from './profiles.ts';
 import { publicConfigHandlers } from './public-config.ts';
 import { realtimeHandlers } from './realtime.ts';
@@ -20,6 +21,7 @@ export function createServiceHandlers(ctx: AppContext): ServiceHandlers {
     ...metricsHandlers(ctx),
     ...authHandlers(ctx),
     ...mfaHandlers(ctx),
+    ...passkeyHandlers(ctx),
     ...emailCodeHandlers(ctx),
     ...oauthHandlers(ctx),
     ...userHandlers(ctx),

@@ -138,7 +138,12 @@ export function unprovenPasswordRemovedNotice(to: string, proof: MailboxProof, u
 }
 
 /** What changed about an account's second factors (secondFactorNotice). */
-export type SecondFactorChange = 'added' | 'removed' | 'removed by an administrator' | 'recovery code used';
+export type SecondFactorChange =
+  | 'added'
+  | 'passkey added'
+  | 'removed'
+  | 'removed by an administrator'
+  | 'recovery code used';
 
 /**
  * Tells the account's owner that its second factors changed: someone with a session of the account
@@ -147,6 +152,8 @@ export type SecondFactorChange = 'added' | 'removed' | 'removed by an administra
 export function secondFactorNotice(to: string, change: SecondFactorChange): MailMessage {
   const what = {
     added: 'A second factor (an authenticator app) was added to your account.',
+    'passkey added':
+      'A passkey was added to your account: it signs in without a password, and counts as a second factor.',
     removed: 'A second factor was removed from your account.',
     'removed by an administrator':
       'An administrator removed every second factor and recovery code of your account, and ended its sessions.',

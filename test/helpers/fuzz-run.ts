@@ -875,7 +875,9 @@ async function runCase(c: FuzzCase, context: RunContext): Promise<void> {
       c.socket?.kind === 'duplicateContentType' && c.contentType === null ? c.socket.second : c.contentType;
     const effectiveHeader = secondCounts ? sentSecond : authorization;
     const received = effectiveHeader === undefined ? undefined : wireHeaderValue(effectiveHeader);
-    const expected = op.secured ? authExpectation(effectiveAuth, received) : 'pass';
+    // An operation whose token is optional checks one that is sent as a secured operation does.
+    const checked = op.secured || (op.optionalToken && received !== undefined);
+    const expected = checked ? authExpectation(effectiveAuth, received) : 'pass';
     const code = (parsed as { error?: string } | undefined)?.error;
     if (expected !== 'pass' && (answer.status !== 401 || code !== expected)) {
       problems.push(
@@ -883,9 +885,11 @@ async function runCase(c: FuzzCase, context: RunContext): Promise<void> {
       );
     }
     // The fuzzed operations end sessions too (logout, refresh-token reuse, a password change):
-    // their tokens are refused with SESSION_REVOKED, and only those.
+    // their tokens are refused with SESSION_REVOKED, and only those. (A 401 with another code is
+    // the operation's own answer about what it checks, a passkey assertion's PASSKEY_REFUSED.)
     let sessionWasEnded = false;
-    if (op.secured && effectiveAuth.kind === 'session' && answer.status === 401) {
+    const tokenRefused = code === 'UNAUTHORIZED' || code === 'AUTH_UNAUTHORIZED' || code === 'SESSION_REVOKED';
+    if (checked && effectiveAuth.kind === 'session' && answer.status === 401 && tokenRefused) {
       sessionWasEnded = code === 'SESSION_REVOKED' && (await sessionEnded(target, effectiveHeader));
       if (!sessionWasEnded) problems.push('the token of a live session was refused');
     }

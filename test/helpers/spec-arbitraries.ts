@@ -1077,7 +1077,10 @@ export interface OperationModel {
   specPath: string;
   /** The path as Fastify registers it (`/api/users/:id`), as contract-check reports routes. */
   routePath: string;
+  /** A credential is required (declared, without an anonymous alternative). */
   secured: boolean;
+  /** An access token is optional (`[{bearerAuth: []}, {}]`), and one that is sent must verify. */
+  optionalToken: boolean;
   parameters: ParameterModel[];
   body: { required: boolean; schema: JsonSchema; pointer: string } | undefined;
   /** x-body-limit, or undefined for an operation without a body. */
@@ -1154,6 +1157,10 @@ export function operationModel(id: OperationId): OperationModel {
 
   const security = (op.security ?? specDocument.security ?? []) as Array<Record<string, unknown>>;
   const secured = security.length > 0 && !security.some((requirement) => Object.keys(requirement).length === 0);
+  const optionalToken =
+    !secured &&
+    security.some((requirement) => 'bearerAuth' in requirement) &&
+    security.some((requirement) => Object.keys(requirement).length === 0);
   const bodyLimit = typeof op['x-body-limit'] === 'number' ? op['x-body-limit'] : undefined;
   const mismatches = [
     secured !== entry.secured && `secured: spec ${secured}, contract ${entry.secured}`,
@@ -1173,6 +1180,7 @@ export function operationModel(id: OperationId): OperationModel {
     specPath: entry.path,
     routePath: entry.path.replace(/\{([^}]+)\}/g, ':$1'),
     secured,
+    optionalToken,
     parameters,
     body,
     bodyLimit,

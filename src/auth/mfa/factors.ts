@@ -1,8 +1,9 @@
-// An account's second factors: enrollment, the list, removal (by their owner or an administrator)
+// An account's second factors (TOTP; passkeys, registered in passkeys.ts, are listed and removed here too): enrollment, the list, removal (by their owner or an administrator)
 // and the recovery codes. Proving a factor is second-step.ts.
 import { randomUUID } from 'node:crypto';
 import { lockUserById } from '../../db/repositories/mailbox-accounts.ts';
 import * as mfa from '../../db/repositories/mfa.ts';
+import * as passkeys from '../../db/repositories/passkeys.ts';
 import * as sessions from '../../db/repositories/sessions.ts';
 import type { AuthMethod, Executor } from '../../db/schema.ts';
 import { ApiError } from '../../errors.ts';
@@ -78,8 +79,23 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
     }
   }
 
+  /** The account's TOTP factors and passkeys, oldest first. */
   async function list(userId: string) {
-    return (await mfa.listFactors(db, userId, clock.now())).map(toApiFactor);
+    const [totp, keys] = await Promise.all([
+      mfa.listFactors(db, userId, clock.now()),
+      passkeys.listPasskeys(db, userId),
+    ]);
+    return [
+      ...totp.map(toApiFactor),
+      ...keys.map((row) => ({
+        id: row.id,
+        type: 'passkey' as const,
+        friendlyName: row.friendly_name,
+        status: 'verified' as const,
+        createdAt: row.created_at.toISOString(),
+        lastUsedAt: row.last_used_at?.toISOString() ?? null,
+      })),
+    ].sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
   }
 
   /** Starts a TOTP enrollment: the factor is unverified until its first code (second-step.ts). */
@@ -111,17 +127,18 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
    * Removes one of the caller's factors. When the last verified one goes, the account no longer
    * has a second factor: its recovery codes go too, and its sessions that owe a second step end.
    */
-  async function remove(account: FactorCaller, factorId: string) {
+  async function remove(account: FactorCaller, factorId: string, kind?: mfa.FactorKind) {
+    const notFound = () => (kind === 'passkey' ? new ApiError('NOT_FOUND', 'No such passkey') : factorNotFound());
     // An id that is not a UUID is answered as an unknown one.
-    if (!UUID.test(factorId)) throw factorNotFound();
+    if (!UUID.test(factorId)) throw notFound();
     requireRecentProof(account);
     const now = clock.now();
     const { ended, notify } = await db.transaction().execute(async (trx) => {
       const locked = await mfa.lockAccountMfa(trx, account.userId);
-      if (locked === undefined) throw factorNotFound();
+      if (locked === undefined) throw notFound();
       await requireLiveSession(trx, account);
-      const deleted = await mfa.deleteFactor(trx, account.userId, factorId);
-      if (deleted === undefined) throw factorNotFound();
+      const deleted = await mfa.deleteFactor(trx, account.userId, factorId, kind);
+      if (deleted === undefined) throw notFound();
       const notify = deleted.wasVerified ? locked.email : undefined;
       if (!deleted.wasVerified || (await mfa.refreshMfaEnabled(trx, account.userId))) return { ended: [], notify };
       await codes.removeRecoveryCodes(trx, { id: locked.id, email: locked.email }, now);
@@ -161,7 +178,7 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
     return true;
   }
 
-  return { list, enroll, remove, regenerateRecoveryCodes, removeAllOf };
+  return { list, enroll, remove, regenerateRecoveryCodes, removeAllOf, requireRecentProof };
 }
 
 export type Factors = ReturnType<typeof createFactors>;

@@ -3,6 +3,7 @@
 import * as mfa from '../../db/repositories/mfa.ts';
 import * as sessions from '../../db/repositories/sessions.ts';
 import * as users from '../../db/repositories/users.ts';
+import type { Executor } from '../../db/schema.ts';
 import { ApiError } from '../../errors.ts';
 import { secondFactorNotice } from '../../mail/templates.ts';
 import type { AuthDeps, ClientInfo } from '../auth-context.ts';
@@ -62,6 +63,69 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
     } else {
       await takeAttempt(userId, factorKey);
     }
+    return raise(
+      caller,
+      client,
+      'factorId' in input ? 'totp' : 'recovery_code',
+      async (trx, account, previous, now) => {
+        if ('factorId' in input) {
+          const accepted = await mfa.acceptTotpStep(trx, userId, input.factorId, step as number, now);
+          if (accepted === undefined) throw invalidOtp(); // replayed, or the factor went meanwhile
+          // Checked again under the account's lock: its first factor may have been verified meanwhile.
+          if (!accepted.wasVerified && account.mfa_enabled && previous.aal !== 'aal2') throw factorNotFound();
+          await mfa.clearMfaAttempts(trx, userId, factorKey);
+          if (accepted.wasVerified) return {};
+          // A factor's first code: the account has a second factor from now on.
+          return { ...(await factorAdded(trx, account, input.factorId, now)), notice: 'added' };
+        }
+        if (!account.mfa_enabled || !(await codes.useRecoveryCode(trx, userId, input.recoveryCode, now))) {
+          throw invalidOtp();
+        }
+        await mfa.clearMfaAttempts(trx, userId, factorKey);
+        return { notice: 'recovery code used' };
+      },
+    );
+  }
+
+  /**
+   * A factor was added to the account (a TOTP factor's first code, a passkey's registration): when
+   * it is the account's first, the account gets its recovery codes, enrollments begun before are
+   * void (one of them may be someone else's), and its sessions that did not prove a second factor
+   * end (but `keepSession`, the caller's, when given). In the transaction that holds the account's lock.
+   */
+  async function factorAdded(
+    trx: Executor,
+    account: { id: string; email: string; mfa_enabled: boolean },
+    keepFactor: string,
+    now: Date,
+    keepSession?: string,
+  ): Promise<{ recoveryCodes?: string[]; ended: string[] }> {
+    let recoveryCodes: string[] | undefined;
+    if (!account.mfa_enabled) {
+      recoveryCodes = await codes.issueRecoveryCodes(trx, { id: account.id, email: account.email }, now);
+      await mfa.deleteUnverifiedFactors(trx, account.id, keepFactor);
+    }
+    await mfa.refreshMfaEnabled(trx, account.id);
+    const ended = await sessions.revokeUserSessionsBelowAal2(trx, account.id, now, keepSession);
+    return recoveryCodes === undefined ? { ended } : { recoveryCodes, ended };
+  }
+
+  /**
+   * Raises the caller's session to aal2 once `prove` (in the transaction, under the account's lock,
+   * with the session still live) has accepted the proof: a new session replaces the caller's.
+   */
+  async function raise(
+    caller: { userId: string; sessionId: string },
+    client: ClientInfo,
+    method: 'totp' | 'recovery_code' | 'passkey',
+    prove: (
+      trx: Executor,
+      account: { id: string; email: string; mfa_enabled: boolean },
+      previous: sessions.SessionRow,
+      now: Date,
+    ) => Promise<{ recoveryCodes?: string[]; ended?: string[]; notice?: 'added' | 'recovery code used' }>,
+  ): Promise<IssuedSession & { recoveryCodes?: string[] }> {
+    const { userId } = caller;
     const now = clock.now();
     const { result, ended, notice } = await db.transaction().execute(async (trx) => {
       // The account's row first: verifications of one account, and sessions opening meanwhile, are ordered.
@@ -69,40 +133,17 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
       if (account === undefined) throw sessionEnded();
       const previous = await sessions.findSessionForShare(trx, caller.sessionId);
       if (previous === undefined || previous.revoked_at !== null || previous.user_id !== userId) throw sessionEnded();
-      let recoveryCodes: string[] | undefined;
-      let ended: string[] = [];
-      let notice: 'added' | 'recovery code used' | undefined;
-      if ('factorId' in input) {
-        const accepted = await mfa.acceptTotpStep(trx, userId, input.factorId, step as number, now);
-        if (accepted === undefined) throw invalidOtp(); // replayed, or the factor went meanwhile
-        // Checked again under the account's lock: its first factor may have been verified meanwhile.
-        if (!accepted.wasVerified && account.mfa_enabled && previous.aal !== 'aal2') throw factorNotFound();
-        if (!accepted.wasVerified) {
-          notice = 'added';
-          // A factor's first code: the account has a second factor from now on; its sessions
-          // that did not prove one end, and its first factor brings the recovery codes.
-          if (!account.mfa_enabled) {
-            recoveryCodes = await codes.issueRecoveryCodes(trx, { id: account.id, email: account.email }, now);
-            // Enrollments begun before this one counted are void: one of them may be someone else's.
-            await mfa.deleteUnverifiedFactors(trx, userId, input.factorId);
-          }
-          await mfa.refreshMfaEnabled(trx, userId);
-          ended = await sessions.revokeUserSessionsBelowAal2(trx, userId, now);
-        }
-      } else {
-        if (!account.mfa_enabled || !(await codes.useRecoveryCode(trx, userId, input.recoveryCode, now))) {
-          throw invalidOtp();
-        }
-        notice = 'recovery code used';
-      }
-      await mfa.clearMfaAttempts(trx, userId, factorKey);
+      const proven = await prove(trx, account, previous, now);
       const user = await users.findUserById(trx, userId);
       if (user === undefined) throw sessionEnded();
-      const stepped = await issuer.stepUp(trx, user, previous, 'factorId' in input ? 'totp' : 'recovery_code', client);
+      const stepped = await issuer.stepUp(trx, user, previous, method, client);
       return {
-        result: recoveryCodes === undefined ? stepped.issued : { ...stepped.issued, recoveryCodes },
-        ended: [...ended, ...stepped.ended],
-        notice: notice === undefined ? undefined : secondFactorNotice(account.email, notice),
+        result:
+          proven.recoveryCodes === undefined
+            ? stepped.issued
+            : { ...stepped.issued, recoveryCodes: proven.recoveryCodes },
+        ended: [...(proven.ended ?? []), ...stepped.ended],
+        notice: proven.notice === undefined ? undefined : secondFactorNotice(account.email, proven.notice),
       };
     });
     issuer.revoked(ended);
@@ -110,5 +151,7 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
     return result;
   }
 
-  return { verify };
+  return { verify, raise, factorAdded };
 }
+
+export type SecondStep = ReturnType<typeof createSecondStep>;

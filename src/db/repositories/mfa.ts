@@ -1,4 +1,4 @@
-// Second factors (mfa_factors), their wrong-code counts (mfa_attempts) and the account's flag
+// Second factors (mfa_factors, and passkeys where they count as factors), their wrong-code counts (mfa_attempts) and the account's flag
 // (users.mfa_enabled). Recovery codes are one-time codes (one-time-codes.ts, purpose 'recovery').
 import { type Selectable, sql } from 'kysely';
 import type { Executor, MfaFactorsTable } from '../schema.ts';
@@ -44,10 +44,7 @@ export async function insertFactor(
     .where('status', '=', 'unverified')
     .where('created_at', '<=', new Date(factor.now.getTime() - UNVERIFIED_FACTOR_TTL_MS))
     .execute();
-  const { count } = await liveFactors(db, factor.userId, factor.now)
-    .select((eb) => eb.fn.countAll<number>().as('count'))
-    .executeTakeFirstOrThrow();
-  if (Number(count) >= max) return undefined;
+  if ((await countFactors(db, factor.userId, factor.now)) >= max) return undefined;
   return db
     .insertInto('mfa_factors')
     .values({
@@ -101,21 +98,46 @@ export async function acceptTotpStep(
   return row === undefined ? undefined : { wasVerified: row.was_verified };
 }
 
-/** Deletes one factor of this account; returns whether it was verified (undefined: none deleted). */
-export async function deleteFactor(db: Executor, userId: string, factorId: string) {
-  const row = await db
-    .deleteFrom('mfa_factors')
+/** A second factor's kind: an authenticator app's secret, or a passkey (the passkeys table). */
+export type FactorKind = 'totp' | 'passkey';
+
+/**
+ * Deletes one factor of this account, a TOTP factor or a passkey (of `kind` only, when given);
+ * returns whether it was verified (undefined: none deleted). A passkey is verified from the start.
+ */
+export async function deleteFactor(db: Executor, userId: string, factorId: string, kind?: FactorKind) {
+  if (kind !== 'passkey') {
+    const row = await db
+      .deleteFrom('mfa_factors')
+      .where('id', '=', factorId)
+      .where('user_id', '=', userId)
+      .returning('status')
+      .executeTakeFirst();
+    if (row !== undefined) return { wasVerified: row.status === 'verified' };
+  }
+  if (kind === 'totp') return undefined;
+  const passkey = await db
+    .deleteFrom('passkeys')
     .where('id', '=', factorId)
     .where('user_id', '=', userId)
-    .returning('status')
+    .returning('id')
     .executeTakeFirst();
-  return row === undefined ? undefined : { wasVerified: row.status === 'verified' };
+  return passkey === undefined ? undefined : { wasVerified: true };
 }
 
-/** Deletes every factor of an account and its wrong-code counts. */
+/** Deletes every factor of an account (its passkeys too) and its wrong-code counts. */
 export async function deleteAllFactors(db: Executor, userId: string): Promise<void> {
   await db.deleteFrom('mfa_factors').where('user_id', '=', userId).execute();
+  await db.deleteFrom('passkeys').where('user_id', '=', userId).execute();
   await db.deleteFrom('mfa_attempts').where('user_id', '=', userId).execute();
+}
+
+/** How many factors count against the account's limit: live TOTP factors and passkeys. */
+export async function countFactors(db: Executor, userId: string, now: Date): Promise<number> {
+  const { count } = await liveFactors(db, userId, now)
+    .select(sql<number>`count(*) + (select count(*) from passkeys where passkeys.user_id = ${userId})`.as('count'))
+    .executeTakeFirstOrThrow();
+  return Number(count);
 }
 
 /**
@@ -137,7 +159,8 @@ export async function refreshMfaEnabled(db: Executor, userId: string): Promise<b
   const row = await db
     .updateTable('users')
     .set({
-      mfa_enabled: sql<boolean>`exists (select 1 from mfa_factors where user_id = ${userId} and status = 'verified')`,
+      mfa_enabled: sql<boolean>`exists (select 1 from mfa_factors where user_id = ${userId} and status = 'verified')
+        or exists (select 1 from passkeys where user_id = ${userId})`,
     })
     .where('id', '=', userId)
     .returning('mfa_enabled')

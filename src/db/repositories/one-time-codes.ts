@@ -544,3 +544,139 @@ export async function useRecoveryCode(db: Executor, userId: string, hmac: string
     .executeTakeFirst();
   return row !== undefined;
 }
+
+/** A WebAuthn challenge as stored: its HMAC, when it ends, the session it is bound to (if any). */
+export interface StoredChallenge {
+  challengeHmac: string;
+  expiresAt: Date;
+  sessionId: string | null;
+}
+
+/** A challenge row's values, as `select`ed constants. */
+function challengeValues(
+  db: Executor,
+  purpose: OneTimeCodePurpose,
+  row: { email: string; userId: string | null; idHash: string | null; now: Date } & StoredChallenge,
+) {
+  return db.selectNoFrom((eb) => [
+    eb.val(purpose).as('purpose'),
+    eb.val(row.email).as('email'),
+    eb.val(row.userId).as('user_id'),
+    eb.val(row.sessionId).as('session_id'),
+    eb.val(row.challengeHmac).as('code_hmac'),
+    eb.val(row.expiresAt).as('code_expires_at'),
+    eb.val(row.idHash).as('token_hash'),
+    eb.val(row.idHash === null ? null : row.expiresAt).as('token_expires_at'),
+    eb.val(row.now).as('created_at'),
+  ]);
+}
+
+const CHALLENGE_COLUMNS = [
+  'purpose',
+  'email',
+  'user_id',
+  'session_id',
+  'code_hmac',
+  'code_expires_at',
+  'token_hash',
+  'token_expires_at',
+  'created_at',
+] as const;
+
+/**
+ * Inserts a challenge; one bound to a session only while that session is live (read FOR SHARE, so
+ * that it cannot end meanwhile). False when the session is not.
+ */
+async function insertChallenge(
+  db: Executor,
+  purpose: OneTimeCodePurpose,
+  row: { email: string; userId: string | null; idHash: string | null; now: Date } & StoredChallenge,
+): Promise<boolean> {
+  const values = challengeValues(db, purpose, row);
+  const source =
+    row.sessionId === null
+      ? values
+      : values.where((eb) =>
+          eb.exists(
+            eb
+              .selectFrom('sessions')
+              .select('id')
+              .where('id', '=', row.sessionId as string)
+              .where('revoked_at', 'is', null)
+              .forShare(),
+          ),
+        );
+  const inserted = await db
+    .insertInto('one_time_codes')
+    .columns(CHALLENGE_COLUMNS)
+    .expression(source)
+    .returning('id')
+    .executeTakeFirst();
+  return inserted !== undefined;
+}
+
+/**
+ * Stores a registration challenge for a live session, replacing the session's earlier one (one
+ * ceremony at a time per session). False when the session is not live.
+ */
+export async function replaceRegistrationChallenge(
+  db: Executor,
+  account: { id: string; email: string },
+  challenge: StoredChallenge & { sessionId: string },
+  now: Date,
+): Promise<boolean> {
+  await db
+    .deleteFrom('one_time_codes')
+    .where('purpose', '=', 'passkey_registration')
+    .where('session_id', '=', challenge.sessionId)
+    .execute();
+  return insertChallenge(db, 'passkey_registration', {
+    ...challenge,
+    email: account.email,
+    userId: account.id,
+    idHash: null,
+    now,
+  });
+}
+
+/**
+ * Takes (deletes) the session's registration challenge, expired or not: single use whatever the
+ * outcome. Returns it, for the caller to compare and check its expiry.
+ */
+export async function takeRegistrationChallenge(
+  db: Executor,
+  sessionId: string,
+): Promise<{ code_hmac: string | null; code_expires_at: Date | null } | undefined> {
+  return db
+    .deleteFrom('one_time_codes')
+    .where('purpose', '=', 'passkey_registration')
+    .where('session_id', '=', sessionId)
+    .returning(['code_hmac', 'code_expires_at'])
+    .executeTakeFirst();
+}
+
+/**
+ * Stores an authentication challenge, found later by the SHA-256 of its id; one bound to a session
+ * only while it is live (false otherwise). A discoverable sign-in names no address: its row's
+ * `email` is empty.
+ */
+export async function insertAuthenticationChallenge(
+  db: Executor,
+  challenge: StoredChallenge & { idHash: string; email: string },
+  now: Date,
+): Promise<boolean> {
+  return insertChallenge(db, 'passkey_authentication', { ...challenge, userId: null, now });
+}
+
+/** Takes (deletes) an authentication challenge by its id's SHA-256, expired or not: single use. */
+export async function takeAuthenticationChallenge(
+  db: Executor,
+  idHash: string,
+): Promise<{ code_hmac: string | null; code_expires_at: Date | null; session_id: string | null } | undefined> {
+  return db
+    .deleteFrom('one_time_codes')
+    .where('purpose', '=', 'passkey_authentication')
+    .where('token_hash', '=', idHash)
+    .returning(['code_hmac', 'code_expires_at', 'session_id'])
+    .executeTakeFirst();
+}

@@ -1,0 +1,281 @@
+// Passkeys (WebAuthn), with @simplewebauthn/server for the ceremonies: registration from a signed-in
+// session, sign-in (a passkey with user verification is both factors: aal2), the second step of a
+// session that owes one, and their management. Challenges live in the one-time code store.
+import { randomBytes } from 'node:crypto';
+import {
+  type AuthenticationResponseJSON,
+  generateAuthenticationOptions,
+  generateRegistrationOptions,
+  type RegistrationResponseJSON,
+  verifyAuthenticationResponse,
+  verifyRegistrationResponse,
+} from '@simplewebauthn/server';
+import { isoBase64URL } from '@simplewebauthn/server/helpers';
+import * as mfa from '../db/repositories/mfa.ts';
+import * as store from '../db/repositories/passkeys.ts';
+import * as sessions from '../db/repositories/sessions.ts';
+import * as users from '../db/repositories/users.ts';
+import { ApiError } from '../errors.ts';
+import { secondFactorNotice } from '../mail/templates.ts';
+import type { AuthDeps, ClientInfo } from './auth-context.ts';
+import type { BackgroundMail } from './background-mail.ts';
+import { hmacHex } from './crypto.ts';
+import { type FactorCaller, type Factors, MAX_FACTORS } from './mfa/factors.ts';
+import type { SecondStep } from './mfa/second-step.ts';
+import { type OneTimeCodes, PASSKEY_CHALLENGE_TTL_MS } from './one-time-codes.ts';
+import type { IssuedSession, SessionIssuer } from './session-issuer.ts';
+
+/** EdDSA, ES256, RS256: what authenticators offer (COSE algorithm ids). */
+const ALGORITHMS = [-8, -7, -257];
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The caller of a ceremony made with an access token: its account and session. */
+export interface PasskeyCaller extends FactorCaller {
+  sessionId: string;
+}
+
+const refused = () => new ApiError('PASSKEY_REFUSED', 'The passkey did not sign in');
+const registrationInvalid = (why: string) =>
+  new ApiError('PASSKEY_REGISTRATION_INVALID', `The passkey could not be registered: ${why}; ask for new options`);
+const passkeyNotFound = () => new ApiError('NOT_FOUND', 'No such passkey');
+const sessionEnded = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
+
+/** The WebAuthn user handle of an account: its id's 16 bytes (never its address). */
+const userHandle = (userId: string) => Buffer.from(userId.replaceAll('-', ''), 'hex');
+
+/** A passkey as the contract shows it. */
+export function toApiPasskey(row: store.PasskeyRow) {
+  return {
+    id: row.id,
+    friendlyName: row.friendly_name,
+    createdAt: row.created_at.toISOString(),
+    lastUsedAt: row.last_used_at?.toISOString() ?? null,
+    backedUp: row.backed_up,
+    transports: row.transports,
+  };
+}
+
+const descriptor = (row: store.PasskeyRow) => ({ id: row.credential_id, transports: row.transports as never[] });
+
+export function createPasskeys(
+  deps: AuthDeps,
+  issuer: SessionIssuer,
+  codes: OneTimeCodes,
+  mail: BackgroundMail,
+  factors: Factors,
+  secondStep: SecondStep,
+) {
+  const { db, clock, config, keys, log } = deps;
+  const rp = config.webauthn;
+
+  /**
+   * What an address without a passkey is answered with: a credential id made up from the address
+   * (the same each time), in the shape of a real one, so that the answer tells nothing.
+   */
+  const decoy = (email: string) => ({
+    id: Buffer.from(hmacHex(keys.otp, `passkey-decoy\n${email}`), 'hex')
+      .subarray(0, 16)
+      .toString('base64url'),
+  });
+
+  async function registrationOptions(caller: PasskeyCaller) {
+    factors.requireRecentProof(caller);
+    const now = clock.now();
+    if ((await mfa.countFactors(db, caller.userId, now)) >= MAX_FACTORS) {
+      throw new ApiError('FACTOR_STATE', `An account has at most ${MAX_FACTORS} factors`);
+    }
+    const existing = await store.listPasskeys(db, caller.userId);
+    const options = await generateRegistrationOptions({
+      rpName: rp.rpName,
+      rpID: rp.rpId,
+      userName: caller.email,
+      userID: userHandle(caller.userId),
+      userDisplayName: caller.email,
+      challenge: randomBytes(32),
+      timeout: PASSKEY_CHALLENGE_TTL_MS,
+      attestationType: 'none',
+      excludeCredentials: existing.map(descriptor),
+      authenticatorSelection: { residentKey: 'required', requireResidentKey: true, userVerification: 'required' },
+      supportedAlgorithmIDs: ALGORITHMS,
+    });
+    await codes.storeRegistrationChallenge(
+      { id: caller.userId, email: caller.email },
+      caller.sessionId,
+      options.challenge,
+    );
+    return options;
+  }
+
+  /**
+   * Registers the passkey that answers the session's challenge. A passkey is a verified second
+   * factor from the start: the account's first brings its recovery codes and ends its other
+   * sessions below aal2 (the caller's stays: it just made the passkey).
+   */
+  async function register(caller: PasskeyCaller, response: RegistrationResponseJSON, friendlyName: string | null) {
+    factors.requireRecentProof(caller);
+    const challenge = await codes.takeRegistrationChallenge(caller.sessionId);
+    if (challenge === undefined) throw registrationInvalid('this session has no live challenge');
+    let info: NonNullable<Awaited<ReturnType<typeof verifyRegistrationResponse>>['registrationInfo']>;
+    try {
+      const verified = await verifyRegistrationResponse({
+        response,
+        expectedChallenge: (c) => challenge.matches(c),
+        expectedOrigin: [...rp.origins],
+        expectedRPID: rp.rpId,
+        requireUserPresence: true,
+        requireUserVerification: true,
+        supportedAlgorithmIDs: ALGORITHMS,
+      });
+      if (!verified.verified) throw new Error('not verified');
+      info = verified.registrationInfo;
+    } catch (err) {
+      log.info({ err: (err as Error).message, userId: caller.userId }, 'passkey registration refused');
+      throw registrationInvalid('the answer does not verify');
+    }
+    const now = clock.now();
+    const done = await db.transaction().execute(async (trx) => {
+      const account = await mfa.lockAccountMfa(trx, caller.userId);
+      if (account === undefined) throw sessionEnded();
+      const session = await sessions.findSessionForShare(trx, caller.sessionId);
+      if (session === undefined || session.revoked_at !== null) throw sessionEnded();
+      // The account may have gained a factor since this session's token was issued.
+      if (account.mfa_enabled && session.aal !== 'aal2') {
+        throw new ApiError('MFA_REQUIRED', 'This account has a second factor: prove it before adding a passkey');
+      }
+      if ((await mfa.countFactors(trx, caller.userId, now)) >= MAX_FACTORS) {
+        throw new ApiError('FACTOR_STATE', `An account has at most ${MAX_FACTORS} factors`);
+      }
+      const row = await store.insertPasskey(trx, {
+        user_id: caller.userId,
+        credential_id: info.credential.id,
+        public_key: isoBase64URL.fromBuffer(info.credential.publicKey),
+        counter: info.credential.counter,
+        transports: (info.credential.transports ?? []).slice(0, 8),
+        device_type: info.credentialDeviceType,
+        backed_up: info.credentialBackedUp,
+        friendly_name: friendlyName,
+        created_at: now,
+      });
+      if (row === undefined) throw registrationInvalid('this passkey is registered already');
+      const added = await secondStep.factorAdded(trx, account, row.id, now, caller.sessionId);
+      return { row, ...added, email: account.email };
+    });
+    issuer.revoked(done.ended);
+    mail.send(secondFactorNotice(done.email, 'passkey added'), undefined);
+    const registered = { ...toApiPasskey(done.row), lastUsedAt: null };
+    return done.recoveryCodes === undefined ? registered : { ...registered, recoveryCodes: done.recoveryCodes };
+  }
+
+  /**
+   * Options for an assertion. With a caller (a session's access token), its account's passkeys and
+   * a challenge bound to that session; with an address, that account's passkeys, or a made-up one.
+   */
+  async function authenticationOptions(
+    email: string | undefined,
+    caller: { userId: string; sessionId: string } | undefined,
+  ) {
+    let allow: Array<{ id: string; transports?: never[] }> = [];
+    const address = email?.toLowerCase();
+    if (caller !== undefined) {
+      allow = (await store.listPasskeys(db, caller.userId)).map(descriptor);
+    } else if (address !== undefined) {
+      // Ids only: a passkey's transports (a hint) would tell a real one from a made-up one.
+      const rows = await store.listPasskeysOfAddress(db, address);
+      allow = rows.length > 0 ? rows.map((row) => ({ id: row.credential_id })) : [decoy(address)];
+    }
+    const options = await generateAuthenticationOptions({
+      rpID: rp.rpId,
+      allowCredentials: allow,
+      challenge: randomBytes(32),
+      timeout: PASSKEY_CHALLENGE_TTL_MS,
+      userVerification: 'required',
+    });
+    const challengeId = await codes.storeAuthenticationChallenge(options.challenge, {
+      sessionId: caller?.sessionId ?? null,
+      email: address ?? '',
+    });
+    return { challengeId, options: { ...options, allowCredentials: options.allowCredentials ?? [] } };
+  }
+
+  /**
+   * Checks an assertion against its challenge (taken: single use whatever the outcome) and the
+   * passkey's key and counter. Without a caller it signs in (aal2); with one, the challenge must be
+   * that session's and the passkey that account's, and the session is raised to aal2.
+   */
+  async function authenticate(
+    challengeId: string,
+    response: AuthenticationResponseJSON,
+    caller: { userId: string; sessionId: string } | undefined,
+    client: ClientInfo,
+  ): Promise<IssuedSession> {
+    const challenge = await codes.takeAuthenticationChallenge(challengeId);
+    if (challenge === undefined || challenge.sessionId !== (caller?.sessionId ?? null)) throw refused();
+    const passkey = await store.findByCredentialId(db, response.id);
+    if (passkey === undefined || (caller !== undefined && passkey.user_id !== caller.userId)) throw refused();
+    const handle = response.response.userHandle;
+    if (handle !== undefined && handle !== userHandle(passkey.user_id).toString('base64url')) throw refused();
+    let newCounter: number;
+    try {
+      const verified = await verifyAuthenticationResponse({
+        response,
+        expectedChallenge: (c) => challenge.matches(c),
+        expectedOrigin: [...rp.origins],
+        expectedRPID: rp.rpId,
+        credential: {
+          id: passkey.credential_id,
+          publicKey: isoBase64URL.toBuffer(passkey.public_key),
+          counter: Number(passkey.counter),
+          transports: passkey.transports as never[],
+        },
+        requireUserVerification: true,
+      });
+      if (!verified.verified || !verified.authenticationInfo.userVerified) throw new Error('not verified');
+      newCounter = verified.authenticationInfo.newCounter;
+    } catch (err) {
+      const message = (err as Error).message;
+      if (/counter/i.test(message)) {
+        log.warn(
+          { passkeyId: passkey.id, userId: passkey.user_id, storedCounter: Number(passkey.counter) },
+          'passkey assertion refused: its signature counter did not move forward (a cloned authenticator?)',
+        );
+      } else {
+        log.info({ err: message, passkeyId: passkey.id }, 'passkey assertion refused');
+      }
+      throw refused();
+    }
+    const used = { id: passkey.id, counter: Number(passkey.counter) };
+    if (caller !== undefined) {
+      return secondStep.raise(caller, client, 'passkey', async (trx, _account, _previous, now) => {
+        if (!(await store.recordPasskeyUse(trx, used, newCounter, now))) throw refused();
+        return {};
+      });
+    }
+    return db.transaction().execute(async (trx) => {
+      const now = clock.now();
+      if (!(await store.recordPasskeyUse(trx, used, newCounter, now))) throw refused();
+      const user = await users.findUserById(trx, passkey.user_id);
+      if (user === undefined || user.disabled_at !== null) throw refused();
+      return issuer.start(user, client, 'passkey', trx, 'aal2');
+    });
+  }
+
+  async function list(userId: string) {
+    return (await store.listPasskeys(db, userId)).map(toApiPasskey);
+  }
+
+  async function rename(userId: string, passkeyId: string, friendlyName: string) {
+    if (!UUID.test(passkeyId)) throw passkeyNotFound();
+    const row = await store.renamePasskey(db, userId, passkeyId, friendlyName);
+    if (row === undefined) throw passkeyNotFound();
+    return toApiPasskey(row);
+  }
+
+  /** Removes a passkey as any factor is removed (factors.ts). */
+  async function remove(caller: FactorCaller, passkeyId: string) {
+    await factors.remove(caller, passkeyId, 'passkey');
+  }
+
+  return { registrationOptions, register, authenticationOptions, authenticate, list, rename, remove };
+}
+
+export type Passkeys = ReturnType<typeof createPasskeys>;
