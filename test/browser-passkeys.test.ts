@@ -5,13 +5,13 @@
  * relying party is `localhost`), the service is on 127.0.0.1. What the service must refuse is shown
  * with genuine assertions of that authenticator, made to miss one rule each.
  */
-import { build } from 'esbuild';
 import type { CDPSession, Page } from 'playwright-core';
 import t, { type Test } from 'tap';
 import { decodeClaims, newEmail, PASSWORD } from './helpers/auth.ts';
 import {
   type AppWindow,
   browserSkip,
+  bundle,
   crossSiteEnv,
   launchBrowser,
   openApp,
@@ -29,20 +29,8 @@ const skip = browserSkip();
 /** @simplewebauthn/browser as `window.webauthn`, bundled once. */
 let webauthnBundle: Promise<string> | undefined;
 const webauthnScript = () =>
-  (webauthnBundle ??= build({
-    stdin: {
-      contents: `import { startAuthentication, startRegistration } from '@simplewebauthn/browser';
-        (window as any).webauthn = { startAuthentication, startRegistration };`,
-      resolveDir: process.cwd(),
-      loader: 'ts',
-    },
-    bundle: true,
-    format: 'iife',
-    platform: 'browser',
-    target: 'es2022',
-    write: false,
-    logLevel: 'silent',
-  }).then((r) => r.outputFiles[0]?.text ?? ''));
+  (webauthnBundle ??= bundle(`import { startAuthentication, startRegistration } from '@simplewebauthn/browser';
+    (window as any).webauthn = { startAuthentication, startRegistration };`));
 
 type Json = Record<string, unknown>;
 interface PasskeyWindow extends AppWindow {

@@ -6,12 +6,11 @@
 //   and then sees the factor.
 // - A request of a session that the verification ends, waiting for the account's lock meanwhile,
 //   must not change the factors once it has the lock (removing the factor just verified).
-import pg from 'pg';
 import t from 'tap';
 import * as mfa from '../src/db/repositories/mfa.ts';
 import * as sessions from '../src/db/repositories/sessions.ts';
-import { buildAuthTestApp, decodeClaims, PASSWORD, pause } from './helpers/auth.ts';
-import { usingPostgres } from './helpers/database.ts';
+import { buildAuthTestApp, decodeClaims, PASSWORD } from './helpers/auth.ts';
+import { lockWaits, usingPostgres } from './helpers/database.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 
 t.test(
@@ -38,20 +37,7 @@ t.test(
     t.equal(enrolled.statusCode, 201, 'a factor is enrolled');
     const factorId = enrolled.json().id as string;
 
-    const watcher = new pg.Client({ connectionString: s.database.url });
-    await watcher.connect();
-    t.teardown(() => watcher.end());
-    const waitingOn = async (statement: string) => {
-      for (let i = 0; i < 400; i++) {
-        const { rows } = await watcher.query(
-          `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike $1`,
-          [statement],
-        );
-        if ((rows[0] as { n: number }).n > 0) return true;
-        await pause(25);
-      }
-      return false;
-    };
+    const waitingOn = await lockWaits(t, s.database.url);
 
     // The verification's steps, as src/auth/mfa/second-step.ts takes them, held before the commit.
     let commit!: () => void;
@@ -129,9 +115,7 @@ t.test(
     });
     const factorId = enrolled.json().id as string;
 
-    const watcher = new pg.Client({ connectionString: s.database.url });
-    await watcher.connect();
-    t.teardown(() => watcher.end());
+    const waitingOn = await lockWaits(t, s.database.url);
     let commit!: () => void;
     const committing = new Promise<void>((resolve) => {
       commit = resolve;
@@ -155,15 +139,7 @@ t.test(
       url: `/api/auth/factors/${factorId}`,
       headers: { authorization: `Bearer ${other}` },
     });
-    let waiting = false;
-    for (let i = 0; i < 400 && !waiting; i++) {
-      const { rows } = await watcher.query(
-        `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike 'select % from "users" %for update'`,
-      );
-      waiting = (rows[0] as { n: number }).n > 0;
-      if (!waiting) await pause(25);
-    }
-    t.ok(waiting, 'the removal waits for the account');
+    t.ok(await waitingOn('select % from "users" %for update'), 'the removal waits for the account');
     commit();
     await verification;
     assertErrorBody(t, await removing, 401, 'SESSION_REVOKED');

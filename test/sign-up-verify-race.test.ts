@@ -4,8 +4,8 @@
 import { sql } from 'kysely';
 import pg from 'pg';
 import t from 'tap';
-import { buildAuthTestApp, newEmail, pause } from './helpers/auth.ts';
-import { usingPostgres } from './helpers/database.ts';
+import { buildAuthTestApp, newEmail } from './helpers/auth.ts';
+import { lockWaits, usingPostgres } from './helpers/database.ts';
 
 t.test(
   'a sign-up racing the owner’s verification does not put its password on the account',
@@ -24,24 +24,9 @@ t.test(
     s.clock.advance(61); // past the email cooldown, so that the second sign-up may be mailed
 
     const locker = new pg.Client({ connectionString: s.database.url });
-    const watcher = new pg.Client({ connectionString: s.database.url });
     await locker.connect();
-    await watcher.connect();
-    t.teardown(async () => {
-      await locker.end();
-      await watcher.end();
-    });
-    const waitingOn = async (...statements: string[]) => {
-      for (let i = 0; i < 400; i++) {
-        const { rows } = await watcher.query(
-          `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike any($1::text[])`,
-          [statements],
-        );
-        if ((rows[0] as { n: number }).n > 0) return true;
-        await pause(25);
-      }
-      return false;
-    };
+    t.teardown(() => locker.end());
+    const waitingOn = await lockWaits(t, s.database.url);
     await locker.query('begin');
     await locker.query('select id from users where email = $1 for update', [email]);
     // The owner's verification consumes the code, then waits for the account's row.

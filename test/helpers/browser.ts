@@ -47,7 +47,8 @@ export function browserSkip(): false | string {
   return 'Chromium is not installed (apt-get install -y chromium)';
 }
 
-async function bundle(contents: string): Promise<string> {
+/** `contents` (TypeScript importing from the repository's packages) bundled for a browser page, as one script. */
+export async function bundle(contents: string): Promise<string> {
   const result = await build({
     stdin: { contents, resolveDir: process.cwd(), loader: 'ts', sourcefile: 'entry.ts' },
     bundle: true,

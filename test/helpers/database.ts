@@ -54,3 +54,28 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     },
   };
 }
+
+/**
+ * A connection of its own to `url` (PostgreSQL) that tells when another connection waits for a lock
+ * while running a statement like one of `statements` (ILIKE patterns); closed when `t` ends. Polls
+ * for 10 s at most, then answers false.
+ */
+export async function lockWaits(
+  t: { teardown(fn: () => unknown): void },
+  url: string,
+): Promise<(...statements: string[]) => Promise<boolean>> {
+  const watcher = new pg.Client({ connectionString: url });
+  await watcher.connect();
+  t.teardown(() => watcher.end());
+  return async (...statements) => {
+    for (let i = 0; i < 400; i++) {
+      const { rows } = await watcher.query(
+        `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike any($1::text[])`,
+        [statements],
+      );
+      if ((rows[0] as { n: number }).n > 0) return true;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    return false;
+  };
+}
