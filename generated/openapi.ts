@@ -1113,7 +1113,9 @@ export interface paths {
          *
          *     A passkey is a verified second factor: when it is the account's
          *     first, the answer carries the account's ten recovery codes
-         *     (`recoveryCodes`, shown this once), every other session of the account
+         *     (`recoveryCodes`, shown this once) and the caller's session raised to
+         *     `aal2` (`session`, a new session: the caller's tokens stop working, as
+         *     after `POST /api/auth/mfa/verify`); every other session of the account
          *     below `aal2` ends, and later sign-ins by any other way owe a second
          *     step.
          */
@@ -1141,12 +1143,11 @@ export interface paths {
          *     the `challengeId` to send back with the answer. The challenge works
          *     once and for 5 minutes.
          *
-         *     Without `email`, `allowCredentials` is empty: the browser offers the
-         *     passkeys it holds for this site (discoverable credentials). With
-         *     `email`, it lists that account's passkeys; an unknown address, or
-         *     an account without a passkey, gets a list of the same shape (made
-         *     up, the same each time for the address), so the answer tells nothing
-         *     about the address.
+         *     `allowCredentials` is empty: the browser offers the passkeys it holds
+         *     for this site (every passkey is a discoverable credential). `email`,
+         *     the address the person typed, may be sent: the answer is the same
+         *     with or without it, for any address, so that it tells nothing about
+         *     who has an account or a passkey.
          *
          *     Called with the access token of a session (an `aal1` session that
          *     owes its second step included), the challenge is bound to that
@@ -1876,6 +1877,12 @@ export interface components {
             transports: string[];
             /** @description The account's ten recovery codes, shown this once (its first second factor only). */
             recoveryCodes?: components["schemas"]["RecoveryCode"][];
+            /**
+             * @description The account's first second factor only: the caller's session raised to `aal2` (a new
+             *     session, as `POST /api/auth/mfa/verify` answers; the caller's tokens stop working).
+             *     Keep its tokens as after a sign-in.
+             */
+            session?: components["schemas"]["SessionResult"];
         };
         PasskeyList: {
             passkeys: components["schemas"]["Passkey"][];
@@ -1934,7 +1941,7 @@ export interface components {
         PasskeyAuthenticationOptionsRequest: {
             /**
              * Format: email
-             * @description The account to sign in to, when the person typed it; omit it for discoverable sign-in (the browser offers the passkeys it has).
+             * @description The address the person typed, if any. It does not change the answer (every passkey is discoverable, and listing an account's passkeys would tell who has one).
              */
             email?: string;
         };
@@ -5391,6 +5398,7 @@ export interface operations {
             /** @description The new passkey. */
             201: {
                 headers: {
+                    "Set-Cookie": components["headers"]["SetRefreshCookie"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -118,6 +118,10 @@ const variables = {
         .trim()
         .toLowerCase()
         .regex(/^[a-z0-9.-]+$/, 'must be a host name such as example.com (no scheme, port or path)')
+        .refine(
+          (host) => !/^[\d.]+$/.test(host) && (host === 'localhost' || /^[a-z0-9-]+(\.[a-z0-9-]+)+$/.test(host)),
+          'must be a domain name such as example.com, or localhost (browsers refuse an IP address or a top-level domain)',
+        )
         .optional(),
     ),
     rpName: env(
@@ -436,7 +440,13 @@ function webauthnFrom(e: Declared, publicUrl: string): Computed['webauthn'] {
   const rpId = e.webauthn.rpId ?? new URL(publicUrl).hostname;
   const fits = (origin: string) => {
     const host = new URL(origin).hostname;
-    return host === rpId || host.endsWith(`.${rpId}`);
+    // An IP address is a host of its own, never a parent of another.
+    return host === rpId || (!/^[\d.]+$|^\[/.test(host) && host.endsWith(`.${rpId}`));
+  };
+  // Browsers run WebAuthn in secure contexts only: https, or http on localhost.
+  const secure = (origin: string) => {
+    const url = new URL(origin);
+    return url.protocol === 'https:' || url.hostname === 'localhost' || url.hostname.endsWith('.localhost');
   };
   const named = e.webauthn.origins ?? [publicOrigin];
   const misfit = named.find((origin) => !fits(origin));
@@ -445,7 +455,9 @@ function webauthnFrom(e: Declared, publicUrl: string): Computed['webauthn'] {
       `WEBAUTHN_RP_ID must be the host of each WebAuthn origin or a parent domain of it (got ${JSON.stringify(rpId)} for ${misfit}; set WEBAUTHN_RP_ID or WEBAUTHN_ORIGINS)`,
     );
   }
-  const allowed = e.webauthn.origins ?? [...new Set([publicOrigin, ...e.corsOrigins.filter(fits)])];
+  const allowed = e.webauthn.origins ?? [
+    ...new Set([publicOrigin, ...e.corsOrigins.filter((o) => fits(o) && secure(o))]),
+  ];
   return { rpId, rpName: e.webauthn.rpName ?? e.mfa.issuer, origins: allowed };
 }
 

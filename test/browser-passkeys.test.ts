@@ -7,6 +7,7 @@
  */
 import type { CDPSession, Page } from 'playwright-core';
 import t, { type Test } from 'tap';
+import { revokeUserSessions } from '../src/db/repositories/sessions.ts';
 import { decodeClaims, newEmail, PASSWORD } from './helpers/auth.ts';
 import {
   type AppWindow,
@@ -23,6 +24,7 @@ import {
   startService,
   WAIT_MS,
 } from './helpers/browser.ts';
+import { lockWaits, usingPostgres } from './helpers/database.ts';
 
 const skip = browserSkip();
 
@@ -206,6 +208,7 @@ t.test('sign up, register a passkey, sign in with it alone, stay signed in, rena
   const registered = await page.evaluate(async () => {
     const w = globalThis as unknown as PasskeyWindow;
     const api = w.api as ReturnType<AppWindow['ownSdk']['createClient']>;
+    const before = (await api.GET('/api/auth/sessions/current')).data?.aal;
     const started = performance.now();
     const options = await api.POST('/api/auth/passkeys/registration/options');
     const response = await w.webauthn.startRegistration({ optionsJSON: options.data });
@@ -214,10 +217,12 @@ t.test('sign up, register a passkey, sign in with it alone, stay signed in, rena
     });
     const ms = performance.now() - started;
     w.log(`passkey registered: ${res.response.status} in ${ms.toFixed(0)} ms`);
+    const after = (await api.GET('/api/auth/sessions/current')).data?.aal;
     return {
       status: res.response.status,
       ms,
       passkey: res.data,
+      levels: [before, after],
       selection: (options.data as { authenticatorSelection?: unknown } | undefined)?.authenticatorSelection,
     };
   });
@@ -225,6 +230,10 @@ t.test('sign up, register a passkey, sign in with it alone, stay signed in, rena
   t.same(registered.selection, { residentKey: 'required', requireResidentKey: true, userVerification: 'required' });
   t.equal(registered.passkey?.friendlyName, 'This laptop');
   t.equal(registered.passkey?.recoveryCodes?.length, 10, 'the account’s first factor brings its recovery codes');
+  const raised = decodeClaims(registered.passkey?.session?.accessToken ?? '');
+  t.equal(raised.aal, 'aal2', 'and the session that made it, raised to aal2');
+  t.same((raised.amr as { method: string }[]).map((m) => m.method).slice(-1), ['passkey']);
+  t.same(registered.levels, ['aal1', 'aal2'], 'the SDK keeps the raised session');
   t.comment(`registration, options → verified: ${registered.ms.toFixed(0)} ms`);
 
   const signedOut = await page.evaluate(async () => {
@@ -432,5 +441,58 @@ t.test(
     const old = await call(page, 'GET', '/api/auth/sessions/current', undefined, aal1);
     t.equal(old.status, 401, 'the aal1 session has ended');
     await screenshot(page, 'passkeys-second-step');
+  },
+);
+
+t.test(
+  'a passkey sign-in racing an administrator\u2019s disabling opens no session',
+  { skip: skip || (!usingPostgres && 'PostgreSQL only (row locks between connections)') },
+  async (t) => {
+    const { service, page } = await setUp(t);
+    const owner = await account(service, 'passkey-disabled');
+    t.equal((await register(page, owner.token)).status, 201);
+    const userId = decodeClaims(owner.token).sub as string;
+    const options = await call(page, 'POST', '/api/auth/passkeys/authentication/options', {});
+    const response = await assertion(page, options.body.options);
+    const waitingOn = await lockWaits(t, service.database.url);
+    const db = service.database.handle.db;
+
+    // The administrator's disabling (its statements), held open before its commit.
+    let commit!: () => void;
+    const committing = new Promise<void>((resolve) => {
+      commit = resolve;
+    });
+    let written!: () => void;
+    const writes = new Promise<void>((resolve) => {
+      written = resolve;
+    });
+    const disabling = db.transaction().execute(async (trx) => {
+      await trx.selectFrom('users').select('id').where('id', '=', userId).forUpdate().execute();
+      await trx.updateTable('users').set({ disabled_at: new Date() }).where('id', '=', userId).execute();
+      await revokeUserSessions(trx, userId, new Date());
+      written();
+      await committing;
+    });
+    await writes;
+    const signingIn = service.app.inject({
+      method: 'POST',
+      url: '/api/auth/passkeys/authentication/verify?client_type=mobile',
+      payload: { challengeId: options.body.challengeId, response },
+    });
+    t.ok(
+      await waitingOn('select % from "users" %for update', 'insert into "sessions"%'),
+      'the sign-in waits for the account',
+    );
+    commit();
+    await disabling;
+    const answer = await signingIn;
+    t.equal(answer.statusCode, 401, `the disabled account gets no session: ${answer.body}`);
+    const live = await db
+      .selectFrom('sessions')
+      .select('id')
+      .where('user_id', '=', userId)
+      .where('revoked_at', 'is', null)
+      .execute();
+    t.same(live, [], 'and has no live session');
   },
 );

@@ -289,6 +289,12 @@ t.test('CORS_ORIGINS and the refresh cookie settings are checked with one line e
       /^WEBAUTHN_RP_ID must be the host .* for https:\/\/evilexample\.com/,
     ],
     [{ WEBAUTHN_RP_ID: 'https://example.com' }, /^WEBAUTHN_RP_ID must be a host name such as example\.com/],
+    [{ WEBAUTHN_RP_ID: 'com' }, /^WEBAUTHN_RP_ID must be a domain name such as example\.com, or localhost/],
+    [{ WEBAUTHN_RP_ID: '127.0.0.1' }, /^WEBAUTHN_RP_ID must be a domain name/],
+    [
+      { WEBAUTHN_RP_ID: 'example.com', WEBAUTHN_ORIGINS: 'http://10.0.0.1' },
+      /^WEBAUTHN_RP_ID must be the host of each WebAuthn origin/,
+    ],
     [{ WEBAUTHN_ORIGINS: '*' }, /^WEBAUTHN_ORIGINS must list exact origins/],
   ];
   for (const [env, message] of refused) {
@@ -301,7 +307,7 @@ t.test('CORS_ORIGINS and the refresh cookie settings are checked with one line e
   }
   const relyingParty = loadConfig({
     PUBLIC_URL: 'https://accounts.example.com',
-    CORS_ORIGINS: 'https://app.example.com,https://other.test',
+    CORS_ORIGINS: 'https://app.example.com,https://other.test,http://plain.example.com',
     WEBAUTHN_RP_ID: 'example.com',
   }).webauthn;
   t.same(
@@ -311,7 +317,7 @@ t.test('CORS_ORIGINS and the refresh cookie settings are checked with one line e
       rpName: 'Accounts',
       origins: ['https://accounts.example.com', 'https://app.example.com'],
     },
-    'by default, PUBLIC_URL and the CORS origins under the RP ID',
+    'by default, PUBLIC_URL and the secure CORS origins under the RP ID',
   );
   t.same(loadConfig({ PUBLIC_URL: 'http://localhost:7130' }).webauthn.rpId, 'localhost', "PUBLIC_URL's host");
   t.ok(loadConfig({ COOKIE_SAMESITE: 'none', COOKIE_SECURE: 'true' }), 'SameSite=None with Secure loads');

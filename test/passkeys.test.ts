@@ -3,6 +3,11 @@
 import t from 'tap';
 import { buildAuthTestApp, decodeClaims, PASSWORD } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
+import {
+  authenticationResponse,
+  newSoftwareCredential,
+  registrationResponse,
+} from './helpers/software-authenticator.ts';
 
 const s = await buildAuthTestApp(t, {
   label: 'passkeys',
@@ -49,35 +54,34 @@ async function storedPasskey(userId: string, credentialId: string) {
     .executeTakeFirstOrThrow();
 }
 
-t.test('sign-in options for an address: the same shape whether it has an account or a passkey', async (t) => {
+t.test('sign-in options: the same for any address; a session gets its own passkeys', async (t) => {
   const withPasskey = await s.verifiedAccount('pk-with');
   const withoutPasskey = await s.verifiedAccount('pk-without');
-  const userId = decodeClaims(await signIn(withPasskey)).sub as string;
+  const token = await signIn(withPasskey);
+  const userId = decodeClaims(token).sub as string;
   await storedPasskey(userId, 'cmVhbC1jcmVkZW50aWFsLWlk');
 
-  const shape = (body: { options: { allowCredentials: Array<Record<string, unknown>> } }) =>
-    body.options.allowCredentials.map((c) => ({ ...c, id: typeof c.id }));
   const answers = [];
-  for (const email of [withPasskey, withoutPasskey, 'nobody-here@example.com']) {
-    const res = await options({ email });
-    t.equal(res.statusCode, 200, `${email}: ${res.body}`);
+  for (const body of [{ email: withPasskey }, { email: withoutPasskey }, { email: 'nobody-here@example.com' }, {}]) {
+    const res = await options(body);
+    t.equal(res.statusCode, 200, `${JSON.stringify(body)}: ${res.body}`);
     answers.push(res.json());
   }
-  const [real, none, unknown] = answers;
-  t.equal(real.options.allowCredentials[0].id, 'cmVhbC1jcmVkZW50aWFsLWlk', 'the account’s passkey is offered');
-  t.same(shape(none), shape(real), 'an account without a passkey: the same shape');
-  t.same(shape(unknown), shape(real), 'an unknown address: the same shape');
-  t.same(Object.keys(unknown.options).sort(), Object.keys(real.options).sort());
-  const again = (await options({ email: 'nobody-here@example.com' })).json();
-  t.equal(
-    again.options.allowCredentials[0].id,
-    unknown.options.allowCredentials[0].id,
-    'the same made-up id each time',
+  const comparable = (answer: { challengeId: string; options: Record<string, unknown> }): Record<string, unknown> => ({
+    ...answer.options,
+    challenge: typeof answer.options.challenge,
+    challengeId: answer.challengeId.length,
+  });
+  const [real, ...others] = answers.map(comparable);
+  for (const other of others) t.same(other, real, 'the same answer whatever the address, or none');
+  t.same(real?.allowCredentials, [], 'discoverable: no passkey is listed for an address');
+  t.equal(real?.userVerification, 'required');
+  const own = (await options({}, token)).json();
+  t.same(
+    own.options.allowCredentials.map((c: { id: string }) => c.id),
+    ['cmVhbC1jcmVkZW50aWFsLWlk'],
+    'with a session’s token: that account’s passkeys',
   );
-  const other = (await options({ email: 'someone-else@example.com' })).json();
-  t.not(other.options.allowCredentials[0].id, unknown.options.allowCredentials[0].id, 'another for another address');
-  t.equal(unknown.options.userVerification, 'required');
-  t.same((await options({})).json().options.allowCredentials, [], 'no address: discoverable');
   const stored = await db
     .selectFrom('one_time_codes')
     .select(['code_hmac', 'token_hash'])
@@ -180,3 +184,55 @@ t.test(
     t.same(left, [], 'deleting the account deleted its passkeys');
   },
 );
+
+t.test('what a browser would not send: an oversized credential id, transports WebAuthn does not name', async (t) => {
+  const email = await s.verifiedAccount('pk-software');
+  let token = await signIn(email);
+  const ceremony = async () => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/auth/passkeys/registration/options',
+      headers: bearer(token),
+    });
+    t.equal(res.statusCode, 200, res.body);
+    return { challenge: res.json().challenge as string, origin: 'http://localhost:7130', rpId: 'localhost' };
+  };
+  const register = async (response: object) =>
+    app.inject({
+      method: 'POST',
+      url: '/api/auth/passkeys/registration/verify',
+      headers: bearer(token),
+      payload: { response },
+    });
+
+  const oversized = newSoftwareCredential(1100);
+  const refused = await register(registrationResponse(oversized, await ceremony()));
+  assertErrorBody(t, refused, 400, 'PASSKEY_REGISTRATION_INVALID');
+  t.match(refused.json().message, /at most 1023 bytes/);
+
+  const credential = newSoftwareCredential();
+  const registered = await register(
+    registrationResponse(credential, await ceremony(), ['USB', 'internal', 'internal', 'teleport', 'hybrid']),
+  );
+  t.equal(registered.statusCode, 201, registered.body);
+  t.same(registered.json().transports, ['internal', 'hybrid'], 'only the names WebAuthn defines, once each');
+  token = registered.json().session.accessToken;
+  t.equal(decodeClaims(token).aal, 'aal2', 'the session that made the first factor is raised');
+
+  // The same credential signs in (the software authenticator is a real one as far as the service knows).
+  const begun = (await options({})).json();
+  const signedIn = await app.inject({
+    method: 'POST',
+    url: '/api/auth/passkeys/authentication/verify?client_type=mobile',
+    payload: {
+      challengeId: begun.challengeId,
+      response: authenticationResponse(credential, {
+        challenge: begun.options.challenge,
+        origin: 'http://localhost:7130',
+        rpId: 'localhost',
+      }),
+    },
+  });
+  t.equal(signedIn.statusCode, 200, signedIn.body);
+  t.equal(decodeClaims(signedIn.json().accessToken).aal, 'aal2');
+});

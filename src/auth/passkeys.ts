@@ -19,11 +19,15 @@ import { ApiError } from '../errors.ts';
 import { secondFactorNotice } from '../mail/templates.ts';
 import type { AuthDeps, ClientInfo } from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
-import { hmacHex } from './crypto.ts';
 import { type FactorCaller, type Factors, MAX_FACTORS } from './mfa/factors.ts';
 import type { SecondStep } from './mfa/second-step.ts';
 import { type OneTimeCodes, PASSKEY_CHALLENGE_TTL_MS } from './one-time-codes.ts';
 import type { IssuedSession, SessionIssuer } from './session-issuer.ts';
+
+/** WebAuthn's bound on a credential id (bytes). */
+const MAX_CREDENTIAL_ID_BYTES = 1023;
+/** The transports WebAuthn names; the browser's list is a hint it does not sign, kept to these. */
+const TRANSPORTS = new Set(['ble', 'cable', 'hybrid', 'internal', 'nfc', 'smart-card', 'usb']);
 
 /** EdDSA, ES256, RS256: what authenticators offer (COSE algorithm ids). */
 const ALGORITHMS = [-8, -7, -257];
@@ -65,18 +69,8 @@ export function createPasskeys(
   factors: Factors,
   secondStep: SecondStep,
 ) {
-  const { db, clock, config, keys, log } = deps;
+  const { db, clock, config, log } = deps;
   const rp = config.webauthn;
-
-  /**
-   * What an address without a passkey is answered with: a credential id made up from the address
-   * (the same each time), in the shape of a real one, so that the answer tells nothing.
-   */
-  const decoy = (email: string) => ({
-    id: Buffer.from(hmacHex(keys.otp, `passkey-decoy\n${email}`), 'hex')
-      .subarray(0, 16)
-      .toString('base64url'),
-  });
 
   async function registrationOptions(caller: PasskeyCaller) {
     factors.requireRecentProof(caller);
@@ -108,10 +102,18 @@ export function createPasskeys(
 
   /**
    * Registers the passkey that answers the session's challenge. A passkey is a verified second
-   * factor from the start: the account's first brings its recovery codes and ends its other
-   * sessions below aal2 (the caller's stays: it just made the passkey).
+   * factor from the start: the account's first brings its recovery codes, raises the caller's
+   * session to aal2 (a new session, answered) and ends the account's other sessions below aal2.
    */
-  async function register(caller: PasskeyCaller, response: RegistrationResponseJSON, friendlyName: string | null) {
+  async function register(
+    caller: PasskeyCaller,
+    response: RegistrationResponseJSON,
+    friendlyName: string | null,
+    client: ClientInfo,
+  ): Promise<{
+    passkey: ReturnType<typeof toApiPasskey> & { lastUsedAt: null; recoveryCodes?: string[] };
+    session: IssuedSession | undefined;
+  }> {
     factors.requireRecentProof(caller);
     const challenge = await codes.takeRegistrationChallenge(caller.sessionId);
     if (challenge === undefined) throw registrationInvalid('this session has no live challenge');
@@ -132,6 +134,10 @@ export function createPasskeys(
       log.info({ err: (err as Error).message, userId: caller.userId }, 'passkey registration refused');
       throw registrationInvalid('the answer does not verify');
     }
+    if (isoBase64URL.toBuffer(info.credential.id).length > MAX_CREDENTIAL_ID_BYTES) {
+      throw registrationInvalid(`a credential id has at most ${MAX_CREDENTIAL_ID_BYTES} bytes`);
+    }
+    const transports = [...new Set(info.credential.transports ?? [])].filter((t) => TRANSPORTS.has(t));
     const now = clock.now();
     const done = await db.transaction().execute(async (trx) => {
       const account = await mfa.lockAccountMfa(trx, caller.userId);
@@ -150,39 +156,45 @@ export function createPasskeys(
         credential_id: info.credential.id,
         public_key: isoBase64URL.fromBuffer(info.credential.publicKey),
         counter: info.credential.counter,
-        transports: (info.credential.transports ?? []).slice(0, 8),
+        transports,
         device_type: info.credentialDeviceType,
         backed_up: info.credentialBackedUp,
         friendly_name: friendlyName,
         created_at: now,
       });
       if (row === undefined) throw registrationInvalid('this passkey is registered already');
-      const added = await secondStep.factorAdded(trx, account, row.id, now, caller.sessionId);
-      return { row, ...added, email: account.email };
+      const added = await secondStep.factorAdded(trx, account, row.id, now);
+      if (session.aal === 'aal2') return { row, ...added, email: account.email, session: undefined };
+      // The account's first factor, made by this session (its sign-in, and the authenticator with
+      // user verification just now): the session is raised to aal2, as a TOTP factor's first code
+      // raises it, and every other one below aal2 has ended.
+      const user = await users.findUserById(trx, caller.userId);
+      if (user === undefined) throw sessionEnded();
+      const raised = await issuer.stepUp(trx, user, session, 'passkey', client);
+      return { row, ...added, ended: [...added.ended, ...raised.ended], email: account.email, session: raised.issued };
     });
     issuer.revoked(done.ended);
     mail.send(secondFactorNotice(done.email, 'passkey added'), undefined);
     const registered = { ...toApiPasskey(done.row), lastUsedAt: null };
-    return done.recoveryCodes === undefined ? registered : { ...registered, recoveryCodes: done.recoveryCodes };
+    return {
+      passkey: done.recoveryCodes === undefined ? registered : { ...registered, recoveryCodes: done.recoveryCodes },
+      session: done.session,
+    };
   }
 
   /**
    * Options for an assertion. With a caller (a session's access token), its account's passkeys and
-   * a challenge bound to that session; with an address, that account's passkeys, or a made-up one.
+   * a challenge bound to that session; otherwise a discoverable sign-in, the same for any address.
    */
   async function authenticationOptions(
     email: string | undefined,
     caller: { userId: string; sessionId: string } | undefined,
   ) {
-    let allow: Array<{ id: string; transports?: never[] }> = [];
+    // An address picks nothing: every passkey is discoverable (registration requires it), and
+    // listing an account's passkeys, or made-up ones in their place, would tell who has one by
+    // their number and the length of their ids. The address is kept with the challenge only.
+    const allow = caller === undefined ? [] : (await store.listPasskeys(db, caller.userId)).map(descriptor);
     const address = email?.toLowerCase();
-    if (caller !== undefined) {
-      allow = (await store.listPasskeys(db, caller.userId)).map(descriptor);
-    } else if (address !== undefined) {
-      // Ids only: a passkey's transports (a hint) would tell a real one from a made-up one.
-      const rows = await store.listPasskeysOfAddress(db, address);
-      allow = rows.length > 0 ? rows.map((row) => ({ id: row.credential_id })) : [decoy(address)];
-    }
     const options = await generateAuthenticationOptions({
       rpID: rp.rpId,
       allowCredentials: allow,
@@ -251,6 +263,10 @@ export function createPasskeys(
       });
     }
     return db.transaction().execute(async (trx) => {
+      // The account's row first (as every change of its factors and sessions takes it): an
+      // administrator disabling it, changing its role or removing its factors meanwhile either
+      // commits before (and the account is read as it is now) or waits, then ends this session too.
+      if ((await mfa.lockAccountMfa(trx, passkey.user_id)) === undefined) throw refused();
       const now = clock.now();
       if (!(await store.recordPasskeyUse(trx, used, newCounter, now))) throw refused();
       const user = await users.findUserById(trx, passkey.user_id);

@@ -66,6 +66,7 @@ const REFUSED = new Set([400, 401, 403]);
 const SESSION_RESULT =
   /\/api\/auth\/(sessions|email\/verify|refresh|users|oauth\/exchange|id-token|mfa\/verify|passkeys\/authentication\/verify)$/;
 const SESSION_END = /\/api\/auth\/logout$/;
+const PASSKEY_REGISTERED = /\/api\/auth\/passkeys\/registration\/verify$/;
 const SIGN_UP = /\/api\/auth\/users$/;
 // Operations where a known device has its own budget or back-off (the X-Device-Token header).
 const DEVICE_SIGNAL = /^\/api\/auth\/(sessions|email\/send-otp|email\/send-reset-password)$/;
@@ -131,11 +132,14 @@ export function createClient(options: ClientOptions) {
       return;
     }
     if (VERIFY.test(path) && response.ok) signUpBinding = undefined;
-    if (!SESSION_RESULT.test(path) || !response.ok || request.method !== 'POST') return;
-    const body = (await response
+    const registered = PASSKEY_REGISTERED.test(path);
+    if (!(SESSION_RESULT.test(path) || registered) || !response.ok || request.method !== 'POST') return;
+    const answer = (await response
       .clone()
       .json()
-      .catch(() => undefined)) as Partial<SessionResult> | undefined;
+      .catch(() => undefined)) as (Partial<SessionResult> & { session?: Partial<SessionResult> }) | undefined;
+    // A passkey that is the account's first second factor answers the session it raised.
+    const body = registered ? answer?.session : answer;
     if (typeof body?.accessToken !== 'string') return;
     tokens.accessToken = body.accessToken;
     tokens.refreshToken = body.refreshToken ?? undefined;

@@ -43,13 +43,14 @@ export function passkeyHandlers(ctx: AppContext): HandlersFor<PasskeyOperations>
     },
 
     async verifyPasskeyRegistration(request, reply) {
-      const registered = await passkeys().register(
+      const { passkey, session } = await passkeys().register(
         passkeyCaller(request),
         request.body.response as unknown as RegistrationResponseJSON,
         request.body.friendlyName ?? null,
+        clientInfo(request, undefined),
       );
       reply.code(201);
-      return registered;
+      return session === undefined ? passkey : { ...passkey, session: sessionResult(ctx.config, reply, session) };
     },
 
     async createPasskeyAuthenticationOptions(request) {

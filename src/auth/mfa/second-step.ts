@@ -91,14 +91,13 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
    * A factor was added to the account (a TOTP factor's first code, a passkey's registration): when
    * it is the account's first, the account gets its recovery codes, enrollments begun before are
    * void (one of them may be someone else's), and its sessions that did not prove a second factor
-   * end (but `keepSession`, the caller's, when given). In the transaction that holds the account's lock.
+   * end. In the transaction that holds the account's lock.
    */
   async function factorAdded(
     trx: Executor,
     account: { id: string; email: string; mfa_enabled: boolean },
     keepFactor: string,
     now: Date,
-    keepSession?: string,
   ): Promise<{ recoveryCodes?: string[]; ended: string[] }> {
     let recoveryCodes: string[] | undefined;
     if (!account.mfa_enabled) {
@@ -106,7 +105,7 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
       await mfa.deleteUnverifiedFactors(trx, account.id, keepFactor);
     }
     await mfa.refreshMfaEnabled(trx, account.id);
-    const ended = await sessions.revokeUserSessionsBelowAal2(trx, account.id, now, keepSession);
+    const ended = await sessions.revokeUserSessionsBelowAal2(trx, account.id, now);
     return recoveryCodes === undefined ? { ended } : { recoveryCodes, ended };
   }
 

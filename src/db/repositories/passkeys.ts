@@ -67,16 +67,3 @@ export async function renamePasskey(
     .returningAll()
     .executeTakeFirst();
 }
-
-/** The passkeys of the enabled account with this (lower-case) address; none for an unknown one. */
-export async function listPasskeysOfAddress(db: Executor, email: string): Promise<PasskeyRow[]> {
-  return db
-    .selectFrom('passkeys')
-    .innerJoin('users', 'users.id', 'passkeys.user_id')
-    .selectAll('passkeys')
-    .where('users.email', '=', email)
-    .where('users.disabled_at', 'is', null)
-    .orderBy('passkeys.created_at')
-    .orderBy('passkeys.id')
-    .execute();
-}

@@ -226,11 +226,6 @@ export function revokeUserSessions(
 }
 
 /** Revokes every live session of a user below aal2; returns their ids. */
-export function revokeUserSessionsBelowAal2(
-  db: Executor,
-  userId: string,
-  now: Date,
-  exceptSessionId?: string,
-): Promise<string[]> {
-  return revokeWhere(db, now, { userId, belowAal2: true, exceptSessionId });
+export function revokeUserSessionsBelowAal2(db: Executor, userId: string, now: Date): Promise<string[]> {
+  return revokeWhere(db, now, { userId, belowAal2: true });
 }
