@@ -24,7 +24,7 @@ import {
   startService,
   WAIT_MS,
 } from './helpers/browser.ts';
-import { lockWaits, usingPostgres } from './helpers/database.ts';
+import { heldTransaction, lockWaits, usingPostgres } from './helpers/database.ts';
 
 const skip = browserSkip();
 
@@ -458,22 +458,12 @@ t.test(
     const db = service.database.handle.db;
 
     // The administrator's disabling (its statements), held open before its commit.
-    let commit!: () => void;
-    const committing = new Promise<void>((resolve) => {
-      commit = resolve;
-    });
-    let written!: () => void;
-    const writes = new Promise<void>((resolve) => {
-      written = resolve;
-    });
-    const disabling = db.transaction().execute(async (trx) => {
+    const disabling = heldTransaction(db, async (trx) => {
       await trx.selectFrom('users').select('id').where('id', '=', userId).forUpdate().execute();
       await trx.updateTable('users').set({ disabled_at: new Date() }).where('id', '=', userId).execute();
       await revokeUserSessions(trx, userId, new Date());
-      written();
-      await committing;
     });
-    await writes;
+    await disabling.held;
     const signingIn = service.app.inject({
       method: 'POST',
       url: '/api/auth/passkeys/authentication/verify?client_type=mobile',
@@ -483,8 +473,7 @@ t.test(
       await waitingOn('select % from "users" %for update', 'insert into "sessions"%'),
       'the sign-in waits for the account',
     );
-    commit();
-    await disabling;
+    await disabling.commit();
     const answer = await signingIn;
     t.equal(answer.statusCode, 401, `the disabled account gets no session: ${answer.body}`);
     const live = await db

@@ -10,7 +10,7 @@ import t from 'tap';
 import * as mfa from '../src/db/repositories/mfa.ts';
 import * as sessions from '../src/db/repositories/sessions.ts';
 import { buildAuthTestApp, decodeClaims, PASSWORD } from './helpers/auth.ts';
-import { lockWaits, usingPostgres } from './helpers/database.ts';
+import { heldTransaction, lockWaits, usingPostgres } from './helpers/database.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 
 t.test(
@@ -40,28 +40,17 @@ t.test(
     const waitingOn = await lockWaits(t, s.database.url);
 
     // The verification's steps, as src/auth/mfa/second-step.ts takes them, held before the commit.
-    let commit!: () => void;
-    const committing = new Promise<void>((resolve) => {
-      commit = resolve;
-    });
-    let written!: () => void;
-    const writes = new Promise<void>((resolve) => {
-      written = resolve;
-    });
     const now = clock.now();
-    const verification = s.database.handle.db.transaction().execute(async (trx) => {
+    const verification = heldTransaction(s.database.handle.db, async (trx) => {
       await mfa.lockAccountMfa(trx, userId);
       await mfa.acceptTotpStep(trx, userId, factorId, Math.floor(now.getTime() / 30_000), now);
       t.equal(await mfa.refreshMfaEnabled(trx, userId), true);
       await sessions.revokeUserSessionsBelowAal2(trx, userId, now);
-      written();
-      await committing;
     });
-    await writes;
+    await verification.held;
     const signingIn = signIn();
     t.ok(await waitingOn('insert into "sessions"%'), 'the sign-in’s session waits for the account’s row');
-    commit();
-    await verification;
+    await verification.commit();
     const answer = await signingIn;
     t.equal(answer.statusCode, 200, 'the password sign-in succeeds');
     const token = answer.json().accessToken as string;
@@ -116,32 +105,24 @@ t.test(
     const factorId = enrolled.json().id as string;
 
     const waitingOn = await lockWaits(t, s.database.url);
-    let commit!: () => void;
-    const committing = new Promise<void>((resolve) => {
-      commit = resolve;
-    });
-    let locked!: () => void;
-    const lockHeld = new Promise<void>((resolve) => {
-      locked = resolve;
-    });
     const now = clock.now();
-    const verification = s.database.handle.db.transaction().execute(async (trx) => {
-      await mfa.lockAccountMfa(trx, userId);
-      locked();
-      await committing;
-      await mfa.acceptTotpStep(trx, userId, factorId, Math.floor(now.getTime() / 30_000), now);
-      await mfa.refreshMfaEnabled(trx, userId);
-      await sessions.revokeUserSessionsBelowAal2(trx, userId, now);
-    });
-    await lockHeld;
+    const verification = heldTransaction(
+      s.database.handle.db,
+      (trx) => mfa.lockAccountMfa(trx, userId),
+      async (trx) => {
+        await mfa.acceptTotpStep(trx, userId, factorId, Math.floor(now.getTime() / 30_000), now);
+        await mfa.refreshMfaEnabled(trx, userId);
+        await sessions.revokeUserSessionsBelowAal2(trx, userId, now);
+      },
+    );
+    await verification.held;
     const removing = app.inject({
       method: 'DELETE',
       url: `/api/auth/factors/${factorId}`,
       headers: { authorization: `Bearer ${other}` },
     });
     t.ok(await waitingOn('select % from "users" %for update'), 'the removal waits for the account');
-    commit();
-    await verification;
+    await verification.commit();
     assertErrorBody(t, await removing, 401, 'SESSION_REVOKED');
     const factors = await s.database.handle.db
       .selectFrom('mfa_factors')

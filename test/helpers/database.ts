@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
 import pg from 'pg';
 import type { DatabaseConfig } from '../../src/config.ts';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
+import type { Database } from '../../src/db/schema.ts';
 
 /** The database a test file runs on: in-memory PGlite, or a fresh database on TEST_DATABASE_URL's server. */
 export interface TestDatabase {
@@ -77,5 +79,39 @@ export async function lockWaits(
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
     return false;
+  };
+}
+
+/**
+ * A transaction held open: `before` runs, then it waits until `commit()` is called, then `after`
+ * runs and it commits. For the tests that put a request between another flow's statements and its
+ * commit (row locks between connections: PostgreSQL).
+ */
+export function heldTransaction(
+  db: Kysely<Database>,
+  before: (trx: Kysely<Database>) => Promise<unknown>,
+  after?: (trx: Kysely<Database>) => Promise<unknown>,
+): { held: Promise<void>; commit(): Promise<void> } {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let reached!: () => void;
+  const beforeDone = new Promise<void>((resolve) => {
+    reached = resolve;
+  });
+  const done = db.transaction().execute(async (trx) => {
+    await before(trx);
+    reached();
+    await released;
+    await after?.(trx);
+  });
+  return {
+    // Settles when `before` is done, or when the transaction failed without reaching that point.
+    held: Promise.race([beforeDone, done.then(() => undefined)]),
+    async commit() {
+      release();
+      await done;
+    },
   };
 }
