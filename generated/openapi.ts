@@ -2627,7 +2627,7 @@ export interface components {
              * @description The page that password-reset links open (`RESET_PASSWORD_URL`).
              */
             resetPasswordUrl: string;
-            /** @description The second factors an account may add (`totp`: `POST /api/auth/factors`; `passkey`: `POST /api/auth/passkeys/registration/options`). */
+            /** @description The second factors an account may add (`totp`: `POST /api/auth/factors`; `passkey`: `POST /api/auth/passkeys/registration/options`, listed unless the relying party's id is an IP address, which browsers refuse). */
             mfaFactorTypes: components["schemas"]["FactorType"][];
             /** @description Whether administrator operations need an `aal2` session (`MFA_REQUIRED_FOR_ADMINS`). */
             mfaRequiredForAdmins: boolean;

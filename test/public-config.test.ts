@@ -33,7 +33,7 @@ t.test('the defaults, in the SDK’s shape, cacheable but revalidated', async (t
     redirectUrl: null,
     verifyEmailUrl: `${config.publicUrl}/auth/verify-email`,
     resetPasswordUrl: `${config.publicUrl}/auth/reset-password`,
-    mfaFactorTypes: ['totp', 'passkey'],
+    mfaFactorTypes: ['totp'], // the test's PUBLIC_URL is on 127.0.0.1: no passkeys there
     mfaRequiredForAdmins: false,
   });
   assertMatchesSchema(t, body, 'PublicAuthConfig');
@@ -66,6 +66,14 @@ t.test('the defaults, in the SDK’s shape, cacheable but revalidated', async (t
   const tooLong = await api.get(URL_PATH, { headers: { 'if-none-match': `"${'x'.repeat(1100)}"` } });
   assertErrorBody(t, tooLong, 400, 'INVALID_INPUT');
   t.equal(tooLong.headers['cache-control'], 'no-store', 'an error is never cached');
+});
+
+t.test('passkeys are offered where browsers can use them: a relying party named by a domain', async (t) => {
+  const { api } = await buildAuthTestApp(t, {
+    label: 'pc-passkeys',
+    env: { PUBLIC_URL: 'http://localhost:7130' },
+  });
+  t.same((await api.get(URL_PATH)).json().mfaFactorTypes, ['totp', 'passkey']);
 });
 
 t.test('the password rules are those the password-setting operations enforce', async (t) => {

@@ -48,7 +48,8 @@ export function createPublicAuthConfig(config: Readonly<Config>): { body: Public
     disableSignup: !config.allowSignUp,
     redirectUrl: config.authRedirectUrl ?? null,
     verifyEmailUrl: config.emailVerifyUrl,
-    mfaFactorTypes: ['totp', 'passkey'],
+    // Browsers refuse an IP address as a relying party's id: passkeys cannot work there.
+    mfaFactorTypes: /^[\d.]+$/.test(config.webauthn.rpId) ? ['totp'] : ['totp', 'passkey'],
     mfaRequiredForAdmins: config.mfa.requiredForAdmins,
     resetPasswordUrl: config.resetPasswordUrl,
   };
