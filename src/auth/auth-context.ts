@@ -126,3 +126,5 @@ export const inSeconds = (now: Date, seconds: number) => new Date(now.getTime() 
 
 export const invalidOtp = () => new ApiError('INVALID_OTP', 'The code or link is invalid or has expired');
 export const invalidCredentials = () => new ApiError('INVALID_CREDENTIALS', 'Email or password is incorrect');
+/** The caller's session ended (found so under a lock, after its token was verified). */
+export const sessionEnded = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');

@@ -3,12 +3,10 @@ import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as sessions from '../db/repositories/sessions.ts';
 import * as users from '../db/repositories/users.ts';
 import { ApiError } from '../errors.ts';
-import type { AuthDeps } from './auth-context.ts';
+import { type AuthDeps, sessionEnded } from './auth-context.ts';
 import { hashPassword, verifyPassword } from './crypto.ts';
 import type { SessionIssuer } from './session-issuer.ts';
 import { signInThrottledError } from './sign-in-throttle.ts';
-
-const sessionEnded = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
 
 /** Changing (or first setting) the password of the signed-in account. */
 export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {

@@ -1,8 +1,14 @@
 import { randomInt } from 'node:crypto';
 import * as store from '../db/repositories/one-time-codes.ts';
 import type { EmailCodePurpose, Executor, OneTimeCodePurpose } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
-import { type AuthDeps, inSeconds, invalidOtp, MAX_CODE_ATTEMPTS_PER_DAY, MAX_CODE_FAILURES } from './auth-context.ts';
+import {
+  type AuthDeps,
+  inSeconds,
+  invalidOtp,
+  MAX_CODE_ATTEMPTS_PER_DAY,
+  MAX_CODE_FAILURES,
+  sessionEnded,
+} from './auth-context.ts';
 import {
   constantTimeEqual,
   type DerivedKeys,
@@ -54,8 +60,6 @@ function normalizeRecoveryCode(input: string): string | undefined {
 /** The HMAC a recovery code is stored as, bound to its account. */
 const recoveryCodeHmac = (keys: DerivedKeys, userId: string, normalized: string) =>
   hmacHex(keys.otp, `recovery\n${userId}\n${normalized}`);
-
-const sessionEnded = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
 
 /** How long a WebAuthn challenge works. */
 export const PASSKEY_CHALLENGE_TTL_MS = 5 * 60_000;

@@ -17,7 +17,7 @@ import * as sessions from '../db/repositories/sessions.ts';
 import * as users from '../db/repositories/users.ts';
 import { ApiError } from '../errors.ts';
 import { secondFactorNotice } from '../mail/templates.ts';
-import type { AuthDeps, ClientInfo } from './auth-context.ts';
+import { type AuthDeps, type ClientInfo, sessionEnded } from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
 import { type FactorCaller, type Factors, MAX_FACTORS } from './mfa/factors.ts';
 import type { SecondStep } from './mfa/second-step.ts';
@@ -42,7 +42,6 @@ const refused = () => new ApiError('PASSKEY_REFUSED', 'The passkey did not sign 
 const registrationInvalid = (why: string) =>
   new ApiError('PASSKEY_REGISTRATION_INVALID', `The passkey could not be registered: ${why}; ask for new options`);
 const passkeyNotFound = () => new ApiError('NOT_FOUND', 'No such passkey');
-const sessionEnded = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
 
 /** The WebAuthn user handle of an account: its id's 16 bytes (never its address). */
 const userHandle = (userId: string) => Buffer.from(userId.replaceAll('-', ''), 'hex');

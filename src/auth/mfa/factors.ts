@@ -8,7 +8,7 @@ import * as sessions from '../../db/repositories/sessions.ts';
 import type { AuthMethod, Executor } from '../../db/schema.ts';
 import { ApiError } from '../../errors.ts';
 import { secondFactorNotice } from '../../mail/templates.ts';
-import type { AuthDeps } from '../auth-context.ts';
+import { type AuthDeps, sessionEnded } from '../auth-context.ts';
 import type { BackgroundMail } from '../background-mail.ts';
 import { seal } from '../crypto.ts';
 import type { OneTimeCodes } from '../one-time-codes.ts';
@@ -43,7 +43,6 @@ export function toApiFactor(row: mfa.FactorRow) {
 }
 
 const factorNotFound = () => new ApiError('NOT_FOUND', 'No such factor');
-const sessionEnded = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The secret of a factor, sealed for storage (bound to the factor's id). */

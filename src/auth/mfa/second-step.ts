@@ -7,7 +7,7 @@ import type { Executor } from '../../db/schema.ts';
 import { ApiError } from '../../errors.ts';
 import { secondFactorNotice } from '../../mail/templates.ts';
 import type { AuthDeps, ClientInfo } from '../auth-context.ts';
-import { invalidOtp } from '../auth-context.ts';
+import { invalidOtp, sessionEnded } from '../auth-context.ts';
 import type { BackgroundMail } from '../background-mail.ts';
 import { unseal } from '../crypto.ts';
 import type { OneTimeCodes } from '../one-time-codes.ts';
@@ -22,7 +22,6 @@ const RECOVERY_KEY = 'recovery';
 export type SecondStepInput = { factorId: string; code: string } | { recoveryCode: string };
 
 const factorNotFound = () => new ApiError('NOT_FOUND', 'No such factor');
-const sessionEnded = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
 
 export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: OneTimeCodes, mail: BackgroundMail) {
   const { db, clock, keys } = deps;

@@ -29,15 +29,14 @@ export async function findFactor(db: Executor, userId: string, factorId: string,
 
 /**
  * Inserts an unverified factor unless the account has `max` live factors already (undefined then).
- * Expired enrollments are deleted first. The account's row is locked, so that concurrent enrollments
- * count each other.
+ * Expired enrollments are deleted first. The caller holds the account's row (lockAccountMfa), so that
+ * concurrent enrollments count each other.
  */
 export async function insertFactor(
   db: Executor,
   factor: { id: string; userId: string; friendlyName: string | null; secretSealed: string; now: Date },
   max: number,
 ): Promise<FactorRow | undefined> {
-  await db.selectFrom('users').select('id').where('id', '=', factor.userId).forUpdate().execute();
   await db
     .deleteFrom('mfa_factors')
     .where('user_id', '=', factor.userId)
