@@ -157,6 +157,66 @@ export const operations = {
     "rateLimits": [],
     "aal": "account"
   },
+  "listUserSessions": {
+    "method": "GET",
+    "path": "/api/auth/users/{userId}/sessions",
+    "tag": "users",
+    "secured": true,
+    "bearer": true,
+    "optionalBearer": false,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": [],
+    "aal": "account"
+  },
+  "endUserSessions": {
+    "method": "DELETE",
+    "path": "/api/auth/users/{userId}/sessions",
+    "tag": "users",
+    "secured": true,
+    "bearer": true,
+    "optionalBearer": false,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": [],
+    "aal": "account"
+  },
+  "listSessions": {
+    "method": "GET",
+    "path": "/api/auth/sessions",
+    "tag": "auth",
+    "secured": true,
+    "bearer": true,
+    "optionalBearer": false,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [],
+    "aal": "account"
+  },
+  "endSessions": {
+    "method": "DELETE",
+    "path": "/api/auth/sessions",
+    "tag": "auth",
+    "secured": true,
+    "bearer": true,
+    "optionalBearer": false,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [],
+    "aal": "account"
+  },
   "createSession": {
     "method": "POST",
     "path": "/api/auth/sessions",
@@ -269,6 +329,53 @@ export const operations = {
         "by": "ip"
       }
     ],
+    "aal": "account"
+  },
+  "listIdentities": {
+    "method": "GET",
+    "path": "/api/auth/identities",
+    "tag": "identities",
+    "secured": true,
+    "bearer": true,
+    "optionalBearer": false,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [],
+    "aal": "account"
+  },
+  "startIdentityLink": {
+    "method": "POST",
+    "path": "/api/auth/identities",
+    "tag": "identities",
+    "secured": true,
+    "bearer": true,
+    "optionalBearer": false,
+    "bodyRequired": true,
+    "bodyLimit": 4096,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [
+      {
+        "name": "signIn",
+        "by": "ip"
+      }
+    ],
+    "aal": "account"
+  },
+  "unlinkIdentity": {
+    "method": "DELETE",
+    "path": "/api/auth/identities/{identityId}",
+    "tag": "identities",
+    "secured": true,
+    "bearer": true,
+    "optionalBearer": false,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [],
     "aal": "account"
   },
   "sendVerificationEmail": {
@@ -432,6 +539,20 @@ export const operations = {
     "optionalBearer": false,
     "bodyRequired": true,
     "bodyLimit": 16384,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [],
+    "aal": "account"
+  },
+  "endSession": {
+    "method": "DELETE",
+    "path": "/api/auth/sessions/{sessionId}",
+    "tag": "auth",
+    "secured": true,
+    "bearer": true,
+    "optionalBearer": false,
+    "bodyRequired": false,
+    "bodyLimit": null,
     "openQuery": false,
     "roles": null,
     "rateLimits": [],
@@ -676,6 +797,52 @@ export const operations = {
     "rateLimits": [],
     "aal": "account"
   },
+  "listAuditEvents": {
+    "method": "GET",
+    "path": "/api/auth/audit-log",
+    "tag": "audit",
+    "secured": true,
+    "bearer": true,
+    "optionalBearer": false,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": [],
+    "aal": "account"
+  },
+  "listOwnAuditEvents": {
+    "method": "GET",
+    "path": "/api/auth/audit-log/me",
+    "tag": "audit",
+    "secured": true,
+    "bearer": true,
+    "optionalBearer": false,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": null,
+    "rateLimits": [],
+    "aal": "account"
+  },
+  "listWebhookDeliveries": {
+    "method": "GET",
+    "path": "/api/auth/webhook-deliveries",
+    "tag": "webhooks",
+    "secured": true,
+    "bearer": true,
+    "optionalBearer": false,
+    "bodyRequired": false,
+    "bodyLimit": null,
+    "openQuery": false,
+    "roles": [
+      "admin"
+    ],
+    "rateLimits": [],
+    "aal": "account"
+  },
   "listSigningKeys": {
     "method": "GET",
     "path": "/api/auth/signing-keys",
@@ -905,6 +1072,9 @@ export const errorCodes = [
   "OAUTH_STATE_INVALID",
   "OAUTH_EMAIL_UNVERIFIED",
   "OAUTH_ACCOUNT_UNVERIFIED",
+  "OAUTH_LINK_REQUIRED",
+  "IDENTITY_ALREADY_LINKED",
+  "LAST_SIGN_IN_METHOD",
   "OAUTH_PROVIDER_ERROR",
   "ACCESS_DENIED",
   "ID_TOKEN_INVALID",
@@ -1016,6 +1186,18 @@ export const errorCatalogue: Record<ErrorCode, { readonly status: number; readon
   "OAUTH_ACCOUNT_UNVERIFIED": {
     "status": 409,
     "message": "An account with the provider's address exists but its address is not verified, so it is not linked."
+  },
+  "OAUTH_LINK_REQUIRED": {
+    "status": 409,
+    "message": "An account with the provider's address exists but is not linked by address: an administrator's account, a provider with OAUTH_<NAME>_LINK_BY_EMAIL=false, or an identity its owner unlinked. Sign in to the account and link the provider from the session (POST /api/auth/identities)."
+  },
+  "IDENTITY_ALREADY_LINKED": {
+    "status": 409,
+    "message": "Linking from a session: the provider identity is linked to another account, or the account already has an identity of this provider (unlink it first)."
+  },
+  "LAST_SIGN_IN_METHOD": {
+    "status": 409,
+    "message": "Unlinking the identity would leave the account no way to sign in (no password, no other identity of a configured provider, no passkey); nothing was changed."
   },
   "OAUTH_PROVIDER_ERROR": {
     "status": 302,

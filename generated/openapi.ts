@@ -284,6 +284,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auth/users/{userId}/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List an account's sessions
+         * @description The account's live sessions, the most recently used first, at most
+         *     200. **Administrators only**. `current` marks the caller's own
+         *     session. An id without an account gets `404 NOT_FOUND`.
+         */
+        get: operations["listUserSessions"];
+        put?: never;
+        post?: never;
+        /**
+         * Sign an account out everywhere
+         * @description Ends every session of the account, on every instance within 2
+         *     seconds, sockets included, and forgets its known devices.
+         *     **Administrators only**. An administrator ending their own sessions
+         *     ends the one they call with too. An id without an account gets
+         *     `404 NOT_FOUND`.
+         */
+        delete: operations["endUserSessions"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/sessions": {
         parameters: {
             query?: never;
@@ -291,7 +321,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List the caller's sessions
+         * @description The caller's live sessions (not ended, not expired), the most
+         *     recently used first, at most 200: "where am I signed in". `current`
+         *     marks the session of the access token. A session's `ip` and
+         *     `userAgent` are those of the sign-in that opened it (or of the
+         *     second step that raised it).
+         */
+        get: operations["listSessions"];
         put?: never;
         /**
          * Sign in
@@ -345,7 +383,17 @@ export interface paths {
          *     See `client_type` for where the refresh token goes.
          */
         post: operations["createSession"];
-        delete?: never;
+        /**
+         * Sign out other devices, or everywhere
+         * @description Ends the caller's sessions: `scope=others` every one but the
+         *     current, `scope=all` every one including the current ("sign out
+         *     everywhere"). Ending is a revocation: the refresh tokens stop
+         *     working at once and the access tokens within 2 seconds on every
+         *     instance, and the sessions' realtime sockets are disconnected.
+         *     `scope=all` also forgets the account's known devices (devices that
+         *     had signed in no longer skip the checks a new device gets).
+         */
+        delete: operations["endSessions"];
         options?: never;
         head?: never;
         patch?: never;
@@ -439,9 +487,23 @@ export interface paths {
          *       the provider), `OAUTH_PROVIDER_ERROR` (the provider answered with
          *       an error, or its answer did not pass the checks),
          *       `OAUTH_EMAIL_UNVERIFIED`, `OAUTH_ACCOUNT_UNVERIFIED`,
-         *       `USER_ALREADY_EXISTS` (the account with the address is linked to
-         *       another identity of this provider), `SIGN_UP_DISABLED`,
+         *       `OAUTH_LINK_REQUIRED` (the account with the address is not linked
+         *       by address: an administrator's, a provider with
+         *       `OAUTH_<NAME>_LINK_BY_EMAIL=false`, or an identity its owner
+         *       unlinked), `USER_ALREADY_EXISTS` (the account with the address is
+         *       linked to another identity of this provider), `SIGN_UP_DISABLED`,
          *       `ACCOUNT_DISABLED` (see `ErrorCode`), or `SERVICE_UNAVAILABLE`.
+         *
+         *     A link started from a session (`POST /api/auth/identities`) ends
+         *     here too: the identity is linked to the session's account, whatever
+         *     address the provider gives, and the browser goes to the link's
+         *     `redirect_uri` with `?linked=<provider>`, or with `?error=<code>`:
+         *     `ACCESS_DENIED`, `OAUTH_PROVIDER_ERROR`, `IDENTITY_ALREADY_LINKED`
+         *     (the identity is another account's, or the account has another
+         *     identity of this provider), `SESSION_REVOKED` (the session that
+         *     started the link has ended), `MFA_REQUIRED` (the account has a
+         *     second factor the session has not proven), `ACCOUNT_DISABLED` or
+         *     `SERVICE_UNAVAILABLE`.
          *
          *     No provider token reaches the browser or the app. A state that is
          *     unknown, expired or already used (a forged or replayed callback) is
@@ -517,6 +579,81 @@ export interface paths {
          */
         post: operations["signInWithIdToken"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/identities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the provider identities linked to the caller's account
+         * @description The provider identities that sign in to the caller's account, oldest
+         *     first: each with its id (to unlink it), the provider's name, the
+         *     provider's subject for the person, and the address the provider
+         *     vouched for when the identity was linked (`null` when it vouched for
+         *     none, and for identities linked before addresses were kept). The
+         *     account's password and its address are not identities.
+         */
+        get: operations["listIdentities"];
+        put?: never;
+        /**
+         * Start linking a provider identity to the caller's account
+         * @description Starts a link of `provider` to the caller's account: the answer's
+         *     `authUrl` is the provider's sign-in page, as for a sign-in. The
+         *     provider sends the browser back to the service's callback
+         *     (`GET /api/auth/oauth/{provider}/callback`), which links the identity
+         *     to this account and redirects to `redirect_uri` with
+         *     `linked=<provider>`, or with `error=<code>` (see the callback).
+         *
+         *     Linking from a session proves that the same person holds the account
+         *     and the identity, so the provider's address need not be the
+         *     account's, nor verified: this is how an administrator's account, or
+         *     an account of a provider with `OAUTH_<NAME>_LINK_BY_EMAIL=false`,
+         *     gets its identity. The session must have signed in or proven a
+         *     second factor in the last 10 minutes (`403 REAUTHENTICATION_REQUIRED`
+         *     otherwise) and must still be live when the provider sends the
+         *     browser back (10 minutes at most). An identity linked to another
+         *     account is not moved (`IDENTITY_ALREADY_LINKED`); an account has at
+         *     most one identity per provider (`409 IDENTITY_ALREADY_LINKED` here
+         *     when it has one: unlink it first).
+         */
+        post: operations["startIdentityLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/identities/{identityId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Unlink a provider identity from the caller's account
+         * @description Unlinks one of the caller's identities: it no longer signs in to the
+         *     account, and its provider does not link it again by address (only a
+         *     link from a session does). The session must have signed in or proven
+         *     a second factor in the last 10 minutes
+         *     (`403 REAUTHENTICATION_REQUIRED` otherwise). The account must keep a
+         *     way to sign in: a password, another identity of a configured
+         *     provider, or a passkey (the mailbox alone, emailed sign-in codes,
+         *     does not count); otherwise `409 LAST_SIGN_IN_METHOD`, and nothing
+         *     changes. Another account's identity and an unknown id get the same
+         *     `404 NOT_FOUND`. The account's sessions stay open.
+         */
+        delete: operations["unlinkIdentity"];
         options?: never;
         head?: never;
         patch?: never;
@@ -892,6 +1029,28 @@ export interface paths {
          */
         post: operations["changePassword"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/sessions/{sessionId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Sign out one device
+         * @description Ends one of the caller's live sessions (the current one too), as
+         *     `DELETE /api/auth/sessions` ends several. Another account's session,
+         *     an ended one and an unknown id get the same `404 NOT_FOUND`.
+         */
+        delete: operations["endSession"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1323,6 +1482,117 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auth/audit-log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the audit log
+         * @description Returns one page of the audit log, newest first. **Administrators
+         *     only**: any other authenticated caller receives `403 FORBIDDEN`.
+         *
+         *     Every account event is recorded, in the same transaction as the
+         *     change it records (a change that rolls back leaves no entry): the
+         *     event's type (`AuditEventType`), whether it succeeded, how it was
+         *     done, who acted, whose account it concerns, the session, the
+         *     client's address and user agent, and a few names and ids in
+         *     `details`. No entry holds a secret: never a password, token, code,
+         *     key or recovery code.
+         *
+         *     - Filters combine: `userId` (the account the events concern), `type`
+         *       (a comma-separated list of types), and `since` (inclusive) and
+         *       `until` (exclusive) on `occurredAt`. `since` at or after `until`
+         *       returns no events.
+         *     - Paging: pass the answer's `nextCursor` as `cursor`, with the same
+         *       filters, for the next page; `nextCursor` is null on the last page.
+         *       Pages follow the order in which entries were recorded, so a walk
+         *       through the pages never returns an entry twice and misses none
+         *       recorded before it began, however many are recorded meanwhile
+         *       (newer entries come before its first page).
+         *     - Entries are kept for `AUDIT_RETENTION_DAYS` days (90 by default),
+         *       then deleted by the periodic housekeeping.
+         */
+        get: operations["listAuditEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/audit-log/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read your own sign-in history
+         * @description Returns one page of the caller's own sign-ins and session ends,
+         *     newest first: the audit events about the caller's account of the
+         *     types `sign_in`, `mfa_verified`, `refresh_token_reused`, `logout`
+         *     and `session_ended`, with where they came from (address and user
+         *     agent), so that a person can spot a sign-in that was not theirs.
+         *     Nothing of another account, and no other type, is returned. No
+         *     entry holds a secret: never a password, token or code.
+         *
+         *     `type` narrows the list to some of those types; `since`, `until`,
+         *     `cursor` and `limit` work as for `GET /api/auth/audit-log`. Entries
+         *     are kept for `AUDIT_RETENTION_DAYS` days (90 by default).
+         */
+        get: operations["listOwnAuditEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/webhook-deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook deliveries
+         * @description Returns one page of the webhook events and their delivery, newest
+         *     first (by `createdAt`, then `id`). **Administrators only**: any other
+         *     authenticated caller receives `403 FORBIDDEN`.
+         *
+         *     Each event is `pending` (waiting for its first attempt or a retry,
+         *     due at `nextAttemptAt`), `delivered` (the receiver answered 2xx) or
+         *     `failed` (dead-lettered: no attempt succeeded in the 24 hours after
+         *     its creation). `lastStatus` and `lastError` describe the last failed
+         *     attempt (`lastStatus` is null when no answer came: a timeout or a
+         *     failed connection). `payload` is the body that was (or will be)
+         *     posted; its `id` is the `webhook-id` header.
+         *
+         *     - `status` keeps only the events in that state (`failed`: the dead
+         *       letters).
+         *     - Paging: pass the answer's `nextCursor` as `cursor`, with the same
+         *       `status`, for the next page; `nextCursor` is null on the last page.
+         *     - Delivered and failed events are kept for `WEBHOOK_RETENTION_DAYS`
+         *       days (30 by default).
+         *     - Events are queued only while `WEBHOOK_URL` is set, and only those
+         *       of the types in `WEBHOOK_EVENTS`.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/signing-keys": {
         parameters: {
             query?: never;
@@ -1700,6 +1970,195 @@ export interface components {
              */
             revokedAt: string | null;
         };
+        /**
+         * @description What an audit event records (`outcome` says whether it succeeded).
+         *
+         *     | type | the event |
+         *     |---|---|
+         *     | `sign_up` | an account was created by signing up |
+         *     | `email_verified` | the account's address was verified |
+         *     | `sign_in` | a first factor opened a session (`method`: `password`, `otp`, `link`, `oauth`, `id_token`, `passkey`); a failure is a refused sign-in |
+         *     | `mfa_verified` | a second factor raised a session to `aal2` (`method`: the factor's type) |
+         *     | `refresh_token_reused` | a retired refresh token was presented again: the session was ended as stolen |
+         *     | `logout` | a session was ended by its own logout |
+         *     | `session_ended` | a session was ended otherwise (`details.by` says by what) |
+         *     | `password_changed` | the password was changed from a session |
+         *     | `password_reset` | the password was set with an emailed reset code or link |
+         *     | `factor_enrolled` | a second factor was enrolled (not yet verified) |
+         *     | `factor_verified` | an enrolled factor was verified: it now counts |
+         *     | `factor_removed` | a second factor was removed |
+         *     | `recovery_codes_regenerated` | new recovery codes replaced the old ones |
+         *     | `passkey_added` | a passkey was registered |
+         *     | `passkey_removed` | a passkey was removed |
+         *     | `identity_linked` | an OAuth or OpenID Connect identity was linked to the account |
+         *     | `identity_unlinked` | a linked identity was removed |
+         *     | `profile_updated` | the account's profile was changed |
+         *     | `user_created` | an account was created other than by signing up |
+         *     | `user_updated` | an administrator changed an account |
+         *     | `user_role_changed` | an administrator changed an account's role |
+         *     | `user_disabled` | an administrator disabled an account |
+         *     | `user_enabled` | an administrator enabled an account again |
+         *     | `user_deleted` | an administrator deleted an account |
+         *     | `user_factors_reset` | an administrator removed an account's second factors and recovery codes |
+         *     | `signing_key_created` | a signing key was created (`details.kid`) |
+         *     | `signing_key_rotated` | the signing keys were rotated |
+         *     | `signing_key_revoked` | a signing key was revoked |
+         * @enum {string}
+         */
+        AuditEventType: "sign_up" | "email_verified" | "sign_in" | "mfa_verified" | "refresh_token_reused" | "logout" | "session_ended" | "password_changed" | "password_reset" | "factor_enrolled" | "factor_verified" | "factor_removed" | "recovery_codes_regenerated" | "passkey_added" | "passkey_removed" | "identity_linked" | "identity_unlinked" | "profile_updated" | "user_created" | "user_updated" | "user_role_changed" | "user_disabled" | "user_enabled" | "user_deleted" | "user_factors_reset" | "signing_key_created" | "signing_key_rotated" | "signing_key_revoked";
+        /** @description One or more `AuditEventType` values, comma-separated, without spaces. */
+        AuditEventTypeList: string;
+        /**
+         * @description One or more of the types a person sees of their own history
+         *     (`sign_in`, `mfa_verified`, `refresh_token_reused`, `logout`,
+         *     `session_ended`), comma-separated, without spaces.
+         */
+        OwnAuditEventTypeList: string;
+        /** @description One entry of the audit log. Never a password, token, code, key or recovery code. */
+        AuditEvent: {
+            /** @description The entry's number in the log (a decimal integer); later entries have larger numbers. */
+            id: string;
+            /** Format: date-time */
+            occurredAt: string;
+            type: components["schemas"]["AuditEventType"];
+            /**
+             * @description `failure`: the attempt was refused, and changed nothing.
+             * @enum {string}
+             */
+            outcome: "success" | "failure";
+            /** @description How it was done, where that varies (a sign-in's or a second factor's method). */
+            method: string | null;
+            /**
+             * Format: uuid
+             * @description Who acted (the account itself, an administrator); null for the service itself or an unknown caller.
+             */
+            actorId: string | null;
+            /**
+             * Format: uuid
+             * @description The account the event concerns; null when there is none (a refused sign-in at an unknown address, a signing-key change).
+             */
+            userId: string | null;
+            /**
+             * Format: uuid
+             * @description The session it happened in, or the session it opened or ended.
+             */
+            sessionId: string | null;
+            /** @description The client's address (behind proxies, the one `TRUST_PROXY` finds). */
+            ip: string | null;
+            /** @description The client's User-Agent header (its first 512 characters). */
+            userAgent: string | null;
+            /** @description Names and ids that say more, depending on the type (`clientType`, `aal`, `by`, `kid`, …). */
+            details: {
+                [key: string]: string | number | boolean | null;
+            };
+        };
+        AuditEventList: {
+            /** @description The events of this page, newest first. */
+            events: components["schemas"]["AuditEvent"][];
+            /** @description Pass it as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
+        };
+        /**
+         * @description A webhook event's type (`WEBHOOK_EVENTS` picks among them; all by
+         *     default), and the audit events it announces.
+         *
+         *     | type | announces |
+         *     |---|---|
+         *     | `user.created` | `sign_up`, `user_created` |
+         *     | `user.verified` | `email_verified` |
+         *     | `user.updated` | `user_updated`, `user_role_changed`, `user_enabled`, `profile_updated`, `identity_linked`, `identity_unlinked` |
+         *     | `user.disabled` | `user_disabled` |
+         *     | `user.deleted` | `user_deleted` |
+         *     | `session.created` | a sign-up, verification or sign-in that opened a session |
+         *     | `session.ended` | `logout`, `session_ended`, `refresh_token_reused` |
+         *     | `password.changed` | `password_changed`, `password_reset` |
+         *     | `mfa.changed` | `factor_verified`, `factor_removed`, `recovery_codes_regenerated`, `passkey_added`, `passkey_removed`, `user_factors_reset` |
+         * @enum {string}
+         */
+        WebhookEventType: "user.created" | "user.verified" | "user.updated" | "user.disabled" | "user.deleted" | "session.created" | "session.ended" | "password.changed" | "mfa.changed";
+        /**
+         * @description The JSON body of a webhook: the event's type, when it happened, and
+         *     what it concerns. Never a secret: no password, token, code or key.
+         */
+        WebhookEvent: {
+            type: components["schemas"]["WebhookEventType"];
+            /**
+             * Format: date-time
+             * @description When the event happened (the same on every attempt; the `webhook-timestamp` header is the attempt's).
+             */
+            timestamp: string;
+            data: {
+                /**
+                 * Format: uuid
+                 * @description The account the event concerns.
+                 */
+                userId: string | null;
+                /** @description The account's address (`user.*` events only). */
+                email?: string;
+                /**
+                 * Format: uuid
+                 * @description The session it happened in, or the session it opened or ended.
+                 */
+                sessionId?: string;
+                /**
+                 * Format: uuid
+                 * @description Who acted (the account itself, an administrator); null for the service itself.
+                 */
+                actorId: string | null;
+                auditEvent: components["schemas"]["AuditEventType"];
+                /** @description How it was done, where that varies (a sign-in's or a second factor's method). */
+                method?: string;
+            } & {
+                [key: string]: string | number | boolean | null;
+            };
+        };
+        /**
+         * @description `pending`: waiting for an attempt; `delivered`: answered 2xx; `failed`: dead-lettered after 24 hours of failed attempts.
+         * @enum {string}
+         */
+        WebhookDeliveryStatus: "pending" | "delivered" | "failed";
+        WebhookDelivery: {
+            /**
+             * Format: uuid
+             * @description The event's id, sent as the `webhook-id` header (the same on every attempt).
+             */
+            id: string;
+            eventType: components["schemas"]["WebhookEventType"];
+            status: components["schemas"]["WebhookDeliveryStatus"];
+            /** @description Attempts made so far (one under way included). */
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description When the event was queued (the change it announces committed with it).
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the last attempt started; null before the first.
+             */
+            lastAttemptAt: string | null;
+            /**
+             * Format: date-time
+             * @description While pending, when the next attempt is due (while one is under way, the end of its lease); null once delivered or failed.
+             */
+            nextAttemptAt: string | null;
+            /** @description The HTTP status of the last answer (the 2xx of a delivery); null when no answer came. */
+            lastStatus: number | null;
+            /** @description Why the last attempt failed (`answered HTTP 500`, `no answer within 10000 ms`, `connection refused`); null after a delivery. */
+            lastError: string | null;
+            /**
+             * Format: date-time
+             * @description When the receiver answered 2xx.
+             */
+            deliveredAt: string | null;
+            payload: components["schemas"]["WebhookEvent"];
+        };
+        WebhookDeliveryList: {
+            /** @description The events of this page, newest first. */
+            deliveries: components["schemas"]["WebhookDelivery"][];
+            /** @description Pass it as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
+        };
         SigningKeyList: {
             /** @description Every key, newest first. */
             keys: components["schemas"]["SigningKey"][];
@@ -1992,6 +2451,45 @@ export interface components {
             challengeId: string;
             response: components["schemas"]["WebAuthnAuthenticationResponse"];
         };
+        /** @description A live session, as its owner and administrators see it. */
+        SessionInfo: {
+            /**
+             * Format: uuid
+             * @description The session's id (`sid` in its access tokens).
+             */
+            id: string;
+            clientType: components["schemas"]["SessionClientType"];
+            /**
+             * Format: date-time
+             * @description When the session opened.
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When its refresh token was last used (when it opened, until then).
+             */
+            lastRefreshedAt: string;
+            /**
+             * Format: date-time
+             * @description When it ends unless ended before.
+             */
+            expiresAt: string;
+            /** @description The client's address when it opened; `null` when unknown. */
+            ip: string | null;
+            /** @description The client's `User-Agent` when it opened (at most 512 characters); `null` when none was sent. */
+            userAgent: string | null;
+            aal: components["schemas"]["AuthenticatorAssuranceLevel"];
+            /** @description Whether this is the session of the caller's access token. */
+            current: boolean;
+        };
+        /**
+         * @description The kind of client the session was opened for.
+         * @enum {string}
+         */
+        SessionClientType: "web" | "mobile" | "desktop";
+        SessionList: {
+            sessions: components["schemas"]["SessionInfo"][];
+        };
         /**
          * @description `aal1`: one factor proven (a password, an emailed code or link, an
          *     OAuth provider, an ID token). `aal2`: a second factor proven too.
@@ -2031,6 +2529,9 @@ export interface components {
          *     | `OAUTH_STATE_INVALID` | 400 | The provider's return carries a state that is missing, unknown, expired or already used. |
          *     | `OAUTH_EMAIL_UNVERIFIED` | 403 | The provider gave no verified email address for an identity that has no account yet. |
          *     | `OAUTH_ACCOUNT_UNVERIFIED` | 409 | An account with the provider's address exists but its address is not verified, so it is not linked. |
+         *     | `OAUTH_LINK_REQUIRED` | 409 | An account with the provider's address exists but is not linked by address: an administrator's account, a provider with `OAUTH_<NAME>_LINK_BY_EMAIL=false`, or an identity its owner unlinked. Sign in to the account and link the provider from the session (`POST /api/auth/identities`). |
+         *     | `IDENTITY_ALREADY_LINKED` | 409 | Linking from a session: the provider identity is linked to another account, or the account already has an identity of this provider (unlink it first). |
+         *     | `LAST_SIGN_IN_METHOD` | 409 | Unlinking the identity would leave the account no way to sign in (no password, no other identity of a configured provider, no passkey); nothing was changed. |
          *     | `OAUTH_PROVIDER_ERROR` | 302 | Only in a callback's `?error=`: the provider answered with an error, or its answer did not pass the checks. |
          *     | `ACCESS_DENIED` | 302 | Only in a callback's `?error=`: the person refused at the provider. |
          *     | `ID_TOKEN_INVALID` | 401 | The ID token's signature, issuer, audience, expiry or nonce is wrong, or it was already used to sign in. |
@@ -2055,7 +2556,7 @@ export interface components {
          *     | `HEADERS_TOO_LARGE` | 431 | The request's headers exceed 16 KiB or 1,000 lines; the connection is closed. Sent by the HTTP layer, before any operation. |
          * @enum {string}
          */
-        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "AUTH_UNAUTHORIZED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "MFA_REQUIRED" | "REAUTHENTICATION_REQUIRED" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "ACCOUNT_DISABLED" | "OAUTH_CODE_INVALID" | "OAUTH_STATE_INVALID" | "OAUTH_EMAIL_UNVERIFIED" | "OAUTH_ACCOUNT_UNVERIFIED" | "OAUTH_PROVIDER_ERROR" | "ACCESS_DENIED" | "ID_TOKEN_INVALID" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "SIGNING_KEY_STATE" | "FACTOR_STATE" | "PASSKEY_REGISTRATION_INVALID" | "PASSKEY_REFUSED" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
+        ErrorCode: "INVALID_INPUT" | "INVALID_OTP" | "INVALID_CREDENTIALS" | "EMAIL_NOT_VERIFIED" | "USER_ALREADY_EXISTS" | "SIGN_UP_DISABLED" | "UNAUTHORIZED" | "AUTH_UNAUTHORIZED" | "SESSION_REVOKED" | "PASSWORD_INCORRECT" | "FORBIDDEN" | "MFA_REQUIRED" | "REAUTHENTICATION_REQUIRED" | "CSRF_INVALID" | "REFRESH_TOKEN_INVALID" | "REFRESH_TOKEN_REUSED" | "ACCOUNT_DISABLED" | "OAUTH_CODE_INVALID" | "OAUTH_STATE_INVALID" | "OAUTH_EMAIL_UNVERIFIED" | "OAUTH_ACCOUNT_UNVERIFIED" | "OAUTH_LINK_REQUIRED" | "IDENTITY_ALREADY_LINKED" | "LAST_SIGN_IN_METHOD" | "OAUTH_PROVIDER_ERROR" | "ACCESS_DENIED" | "ID_TOKEN_INVALID" | "NOT_FOUND" | "CHANNEL_ALREADY_EXISTS" | "LAST_ADMIN" | "SIGNING_KEY_STATE" | "FACTOR_STATE" | "PASSKEY_REGISTRATION_INVALID" | "PASSKEY_REFUSED" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "MODEL_NOT_ALLOWED" | "PROVIDER_AUTH_FAILED" | "PROVIDER_UNAVAILABLE" | "PROVIDER_TIMEOUT" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "REQUEST_TIMEOUT" | "HEADERS_TOO_LARGE";
         /**
          * @description The body of every error response.
          * @example {
@@ -2083,6 +2584,46 @@ export interface components {
              * @description The provider's authorization URL, with the service's client id, callback, state, nonce and PKCE challenge.
              */
             authUrl: string;
+        };
+        Identity: {
+            /**
+             * Format: uuid
+             * @description The identity's id in this service.
+             */
+            id: string;
+            /** @description The provider's name (as in `OAUTH_PROVIDERS`). */
+            provider: string;
+            /** @description The provider's own id for the person (an OpenID Connect `sub`, GitHub's user id). */
+            subject: string;
+            /**
+             * Format: email
+             * @description The address the provider vouched for (a verified address) when
+             *     the identity was linked; `null` when it vouched for none, or the
+             *     identity was linked before addresses were kept. Not updated
+             *     afterwards.
+             */
+            email: string | null;
+            /**
+             * Format: date-time
+             * @description When the identity was linked.
+             */
+            linkedAt: string;
+        };
+        IdentityList: {
+            /** @description Oldest first. */
+            identities: components["schemas"]["Identity"][];
+        };
+        IdentityLinkRequest: {
+            provider: components["schemas"]["OAuthProviderName"];
+            /**
+             * Format: uri
+             * @description Where the browser returns to the app once the provider has
+             *     answered, with `linked=<provider>` or `error=<code>` set in its
+             *     query (values of those two already there are replaced). Must
+             *     match `AUTH_REDIRECT_ALLOWLIST` (see `RedirectTo`) and have no
+             *     fragment (`#`).
+             */
+            redirect_uri: string;
         };
         OAuthCodeExchangeRequest: {
             /** @description The `insforge_code` the callback added to the app's `redirect_uri`. */
@@ -2204,7 +2745,8 @@ export interface components {
             total: number;
         };
         UserList: {
-            data: components["schemas"]["User"][];
+            /** @description The page's accounts, each with its role and whether it is disabled. */
+            data: components["schemas"]["AdminUser"][];
             pagination: components["schemas"]["Pagination"];
         };
         /**
@@ -2930,6 +3472,11 @@ export interface components {
          *     one would keep the password whoever signed up chose.)
          *     `USER_ALREADY_EXISTS`: the account with the provider's address is
          *     linked to another identity of the same provider.
+         *     `OAUTH_LINK_REQUIRED`: the account with the provider's address is
+         *     not linked by address (an administrator's account, a provider with
+         *     `OAUTH_<NAME>_LINK_BY_EMAIL=false`, or an identity its owner
+         *     unlinked); its owner signs in and links the provider from the
+         *     session (`POST /api/auth/identities`).
          */
         OAuthAccountUnverified: {
             headers: {
@@ -2972,6 +3519,22 @@ export interface components {
                  * @example {
                  *       "error": "MFA_REQUIRED",
                  *       "message": "This operation needs a second factor; complete POST /api/auth/mfa/verify",
+                 *       "statusCode": 403
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `REAUTHENTICATION_REQUIRED`: the session's last sign-in or second factor is more than 10 minutes old; sign in again. `MFA_REQUIRED`: the account has a second factor and this session has not proven it. */
+        IdentityChangeForbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "REAUTHENTICATION_REQUIRED",
+                 *       "message": "Linking or unlinking an identity needs a sign-in or a second factor in the last 10 minutes; sign in again",
                  *       "statusCode": 403
                  *     }
                  */
@@ -3037,6 +3600,22 @@ export interface components {
                  *       "error": "SIGNING_KEY_STATE",
                  *       "message": "The current signing key cannot be revoked; rotate first",
                  *       "statusCode": 409
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `NOT_FOUND`: no live session of the caller has this id. */
+        SessionNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "NOT_FOUND",
+                 *       "message": "No such session",
+                 *       "statusCode": 404
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -3331,14 +3910,39 @@ export interface components {
          * @example ada
          */
         Search: string;
+        /**
+         * @description Only events that occurred at or after this instant (RFC 3339).
+         * @example 2026-11-01T00:00:00Z
+         */
+        AuditSince: string;
+        /**
+         * @description Only events that occurred before this instant (RFC 3339).
+         * @example 2026-12-01T00:00:00Z
+         */
+        AuditUntil: string;
+        /**
+         * @description The `nextCursor` of the previous page: this page continues after
+         *     it. Opaque: pass it back as it came.
+         * @example AAAAAAAABBI
+         */
+        AuditCursor: string;
+        /**
+         * @description Maximum number of events to return (an integer from 1 to 200, without leading zeros).
+         * @example 50
+         */
+        AuditLimit: string;
         /** @description The channel's id. */
         ChannelId: string;
+        /** @description The session's id (`sid` in its access tokens). */
+        SessionId: string;
         /** @description The user's id. */
         UserId: string;
         /** @description The passkey's id (a UUID; anything else is answered `404 NOT_FOUND`). */
         PasskeyId: string;
         /** @description The factor's id (a UUID; anything else is answered `404 NOT_FOUND`). */
         FactorId: string;
+        /** @description The identity's id (a UUID; anything else is answered `404 NOT_FOUND`). */
+        IdentityId: string;
         /**
          * @description The `csrfToken` returned with the session. Required for web clients
          *     (whose refresh token travels in the cookie); ignored for mobile and
@@ -3686,7 +4290,10 @@ export interface operations {
                      *             "email"
                      *           ],
                      *           "createdAt": "2025-03-15T11:02:17.104Z",
-                     *           "updatedAt": "2025-03-15T11:05:40.862Z"
+                     *           "updatedAt": "2025-03-15T11:05:40.862Z",
+                     *           "role": "admin",
+                     *           "disabled": false,
+                     *           "disabledAt": null
                      *         },
                      *         {
                      *           "id": "3f1c9a2e-7b4d-4e8a-9c21-5d6e7f8a9b0c",
@@ -3701,7 +4308,10 @@ export interface operations {
                      *             "email"
                      *           ],
                      *           "createdAt": "2025-03-14T09:26:53.589Z",
-                     *           "updatedAt": "2025-03-14T09:26:53.589Z"
+                     *           "updatedAt": "2025-03-14T09:26:53.589Z",
+                     *           "role": "user",
+                     *           "disabled": false,
+                     *           "disabledAt": null
                      *         }
                      *       ],
                      *       "pagination": {
@@ -4017,6 +4627,121 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    listUserSessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The user's id. */
+                userId: components["parameters"]["UserId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The account's sessions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "sessions": [
+                     *         {
+                     *           "id": "0b6f2c1e-8d3a-4f5b-9c7e-1a2b3c4d5e6f",
+                     *           "clientType": "mobile",
+                     *           "createdAt": "2026-11-28T08:00:00.000Z",
+                     *           "lastRefreshedAt": "2026-11-28T09:45:00.000Z",
+                     *           "expiresAt": "2026-12-28T08:00:00.000Z",
+                     *           "ip": "203.0.113.7",
+                     *           "userAgent": "ExampleApp/3.2 (iOS 19)",
+                     *           "aal": "aal2",
+                     *           "current": false
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SessionList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    endUserSessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The user's id. */
+                userId: components["parameters"]["UserId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ended. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listSessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller's sessions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "sessions": [
+                     *         {
+                     *           "id": "0b6f2c1e-8d3a-4f5b-9c7e-1a2b3c4d5e6f",
+                     *           "clientType": "web",
+                     *           "createdAt": "2026-11-28T08:00:00.000Z",
+                     *           "lastRefreshedAt": "2026-11-28T09:45:00.000Z",
+                     *           "expiresAt": "2026-12-28T08:00:00.000Z",
+                     *           "ip": "203.0.113.7",
+                     *           "userAgent": "Mozilla/5.0 (X11; Linux x86_64)",
+                     *           "aal": "aal1",
+                     *           "current": true
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SessionList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     createSession: {
         parameters: {
             query?: {
@@ -4133,6 +4858,32 @@ export interface operations {
             503: components["responses"]["PasswordHashingUnavailable"];
         };
     };
+    endSessions: {
+        parameters: {
+            query: {
+                /** @description `others`: every session but the current; `all`: every session. */
+                scope: "others" | "all";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ended. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     getOAuthAuthorizationUrl: {
         parameters: {
             query: {
@@ -4239,10 +4990,10 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Back to the app's `redirect_uri`, with `insforge_code` or `error`. */
+            /** @description Back to the app's `redirect_uri`, with `insforge_code`, `linked` or `error`. */
             302: {
                 headers: {
-                    /** @description The app's `redirect_uri` with `insforge_code=<one-time code>` or `error=<code>`. */
+                    /** @description The app's `redirect_uri` with `insforge_code=<one-time code>` (a sign-in), `linked=<provider>` (a link) or `error=<code>`. */
                     Location?: string;
                     [name: string]: unknown;
                 };
@@ -4430,6 +5181,153 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["OAuthProviderUnavailable"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listIdentities: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The identities. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "identities": [
+                     *         {
+                     *           "id": "0f4c6a8e-2b1d-4e3f-9a7b-5c6d7e8f9a0b",
+                     *           "provider": "google",
+                     *           "subject": "110248495921238986420",
+                     *           "email": "ada@example.com",
+                     *           "linkedAt": "2026-11-28T09:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["IdentityList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    startIdentityLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "provider": "google",
+                 *       "redirect_uri": "https://app.example.com/settings/identities"
+                 *     }
+                 */
+                "application/json": components["schemas"]["IdentityLinkRequest"];
+            };
+        };
+        responses: {
+            200: components["responses"]["OAuthAuthorizationUrl"];
+            /**
+             * @description `INVALID_INPUT`: the body is malformed, `provider` names no
+             *     provider of this service, or `redirect_uri` is not on
+             *     `AUTH_REDIRECT_ALLOWLIST`.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "INVALID_INPUT",
+                     *       "message": "body.provider names no OAuth provider of this service",
+                     *       "statusCode": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["IdentityChangeForbidden"];
+            /** @description `IDENTITY_ALREADY_LINKED`: the account already has an identity of this provider; unlink it first. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "IDENTITY_ALREADY_LINKED",
+                     *       "message": "This account already has a google identity; unlink it first",
+                     *       "statusCode": 409
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["OAuthProviderUnavailable"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    unlinkIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The identity's id (a UUID; anything else is answered `404 NOT_FOUND`). */
+                identityId: components["parameters"]["IdentityId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Unlinked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["IdentityChangeForbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description `LAST_SIGN_IN_METHOD`: the identity is the account's last way to sign in (no password, no other identity of a configured provider, no passkey). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "LAST_SIGN_IN_METHOD",
+                     *       "message": "This identity is the account's last way to sign in; set a password, add a passkey or link another identity first",
+                     *       "statusCode": 409
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -4996,6 +5894,33 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["PasswordHashingUnavailable"];
+        };
+    };
+    endSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id (`sid` in its access tokens). */
+                sessionId: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ended. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
+            404: components["responses"]["SessionNotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getCurrentSession: {
@@ -5770,6 +6695,232 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             500: components["responses"]["InternalError"];
+        };
+    };
+    listAuditEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only the events about this account (its `userId`; the account may since have been deleted).
+                 * @example 7c9e6679-7425-40de-944b-e07fc1f90ae7
+                 */
+                userId?: string;
+                /**
+                 * @description Only events of these types, comma-separated (`sign_in,logout`).
+                 * @example sign_in,logout
+                 */
+                type?: components["schemas"]["AuditEventTypeList"];
+                /**
+                 * @description Only events that occurred at or after this instant (RFC 3339).
+                 * @example 2026-11-01T00:00:00Z
+                 */
+                since?: components["parameters"]["AuditSince"];
+                /**
+                 * @description Only events that occurred before this instant (RFC 3339).
+                 * @example 2026-12-01T00:00:00Z
+                 */
+                until?: components["parameters"]["AuditUntil"];
+                /**
+                 * @description The `nextCursor` of the previous page: this page continues after
+                 *     it. Opaque: pass it back as it came.
+                 * @example AAAAAAAABBI
+                 */
+                cursor?: components["parameters"]["AuditCursor"];
+                /**
+                 * @description Maximum number of events to return (an integer from 1 to 200, without leading zeros).
+                 * @example 50
+                 */
+                limit?: components["parameters"]["AuditLimit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of audit events, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "events": [
+                     *         {
+                     *           "id": "1042",
+                     *           "occurredAt": "2026-11-27T09:14:03.512Z",
+                     *           "type": "sign_in",
+                     *           "outcome": "success",
+                     *           "method": "password",
+                     *           "actorId": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+                     *           "userId": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+                     *           "sessionId": "0f3c2b1a-9d8e-4f7a-8b6c-5d4e3f2a1b0c",
+                     *           "ip": "203.0.113.7",
+                     *           "userAgent": "Mozilla/5.0 (X11; Linux x86_64)",
+                     *           "details": {
+                     *             "clientType": "web",
+                     *             "aal": "aal1"
+                     *           }
+                     *         }
+                     *       ],
+                     *       "nextCursor": "AAAAAAAABBI"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AuditEventList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOwnAuditEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only events of these types, comma-separated (`sign_in,session_ended`).
+                 * @example sign_in
+                 */
+                type?: components["schemas"]["OwnAuditEventTypeList"];
+                /**
+                 * @description Only events that occurred at or after this instant (RFC 3339).
+                 * @example 2026-11-01T00:00:00Z
+                 */
+                since?: components["parameters"]["AuditSince"];
+                /**
+                 * @description Only events that occurred before this instant (RFC 3339).
+                 * @example 2026-12-01T00:00:00Z
+                 */
+                until?: components["parameters"]["AuditUntil"];
+                /**
+                 * @description The `nextCursor` of the previous page: this page continues after
+                 *     it. Opaque: pass it back as it came.
+                 * @example AAAAAAAABBI
+                 */
+                cursor?: components["parameters"]["AuditCursor"];
+                /**
+                 * @description Maximum number of events to return (an integer from 1 to 200, without leading zeros).
+                 * @example 50
+                 */
+                limit?: components["parameters"]["AuditLimit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the caller's sign-ins and session ends, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "events": [
+                     *         {
+                     *           "id": "1042",
+                     *           "occurredAt": "2026-11-27T09:14:03.512Z",
+                     *           "type": "sign_in",
+                     *           "outcome": "success",
+                     *           "method": "password",
+                     *           "actorId": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+                     *           "userId": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+                     *           "sessionId": "0f3c2b1a-9d8e-4f7a-8b6c-5d4e3f2a1b0c",
+                     *           "ip": "203.0.113.7",
+                     *           "userAgent": "Mozilla/5.0 (X11; Linux x86_64)",
+                     *           "details": {
+                     *             "clientType": "web",
+                     *             "aal": "aal1"
+                     *           }
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AuditEventList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MfaRequired"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only the events in this state.
+                 * @example failed
+                 */
+                status?: components["schemas"]["WebhookDeliveryStatus"];
+                /**
+                 * @description The `nextCursor` of the previous page: this page continues after
+                 *     it. Opaque: pass it back as it came.
+                 * @example AAABmsSXVXgLXjwdjypMa559Gis8TV5v
+                 */
+                cursor?: string;
+                /**
+                 * @description Maximum number of events to return (an integer from 1 to 100, without leading zeros).
+                 * @example 50
+                 */
+                limit?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of webhook events, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "deliveries": [
+                     *         {
+                     *           "id": "0b5e3c1d-8f2a-4c6b-9e7d-1a2b3c4d5e6f",
+                     *           "eventType": "user.created",
+                     *           "status": "failed",
+                     *           "attempts": 35,
+                     *           "createdAt": "2026-11-27T09:14:03.512Z",
+                     *           "lastAttemptAt": "2026-11-28T08:51:40.027Z",
+                     *           "nextAttemptAt": null,
+                     *           "lastStatus": 503,
+                     *           "lastError": "answered HTTP 503",
+                     *           "deliveredAt": null,
+                     *           "payload": {
+                     *             "type": "user.created",
+                     *             "timestamp": "2026-11-27T09:14:03.512Z",
+                     *             "data": {
+                     *               "userId": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+                     *               "email": "ada@example.com",
+                     *               "actorId": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+                     *               "auditEvent": "sign_up"
+                     *             }
+                     *           }
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeliveryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     listSigningKeys: {

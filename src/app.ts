@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import fastifyCookie from '@fastify/cookie';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { LoggerOptions } from 'pino';
+import { type AuditTrail, createAuditTrail } from './audit/audit-trail.ts';
+import { WEBHOOK_EVENT_TYPES } from './audit/event-types.ts';
 import { type AccessTokenClaims, AccessTokens } from './auth/access-token.ts';
 import { createAuthService } from './auth/auth-service.ts';
 import { deriveKeys } from './auth/crypto.ts';
@@ -35,6 +37,7 @@ import { startRetention } from './realtime/retention.ts';
 import { startRealtimeServer } from './realtime/socket-server.ts';
 import { closeRedis, connectRedis } from './redis.ts';
 import { applySecurityHeaders, registerSecurityHeaders } from './security-headers.ts';
+import { WebhookDelivery, type WebhookTuning } from './webhooks/delivery.ts';
 
 export interface AppDeps {
   database: DatabaseHandle;
@@ -42,6 +45,13 @@ export interface AppDeps {
   clock?: Clock;
   /** Overrides for Fastify's logger (tests pass false, or a stream to read what was logged). */
   logger?: boolean | (LoggerOptions & { stream?: NodeJS.WritableStream });
+  /**
+   * The audit trail, instead of the one writing to the audit log and the webhook outbox: only for
+   * benchmarks and tests (bench/audit-cost.ts compares with NO_AUDIT_TRAIL).
+   */
+  audit?: AuditTrail;
+  /** Overrides for the webhook delivery's retry horizon, backoff and polling (tests shrink them). */
+  webhookTuning?: Partial<WebhookTuning>;
 }
 
 function loggerOptions(config: Readonly<Config>): LoggerOptions {
@@ -171,6 +181,23 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     now: () => clock.now(),
   });
   app.addHook('onClose', () => signingKeys.close());
+  // The webhook outbox's delivery (WEBHOOK_URL), subscribed before the listener starts; started below.
+  const webhooks =
+    config.webhooks.url === undefined || config.webhooks.secret === undefined
+      ? undefined
+      : new WebhookDelivery({
+          db,
+          url: config.webhooks.url,
+          secret: config.webhooks.secret,
+          timeoutMs: config.webhooks.timeoutMs,
+          retentionDays: config.webhooks.retentionDays,
+          notifications,
+          log: app.log,
+          events: metrics?.webhooks,
+          now: () => clock.now(),
+          tuning: deps.webhookTuning,
+        });
+  if (webhooks !== undefined) app.addHook('onClose', () => webhooks.close());
   await notifications.start();
   await revocations.start();
   await realtimePolicies.start();
@@ -192,6 +219,12 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   const redis = await connectRedis(config, app.log);
   if (redis !== undefined) app.addHook('onClose', () => closeRedis(redis));
   const mailer = createMailer(config, app.log);
+  const audit =
+    deps.audit ??
+    createAuditTrail({
+      clock,
+      webhookEvents: new Set(config.webhooks.url === undefined ? [] : (config.webhooks.events ?? WEBHOOK_EVENT_TYPES)),
+    });
   const auth = createAuthService({
     db,
     config,
@@ -208,6 +241,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     }),
     log: app.log,
     events: metrics?.auth,
+    audit,
   });
   app.addHook('onClose', async () => {
     await auth.drainMail();
@@ -245,14 +279,18 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     );
     app.addHook('onClose', () => stopRotation());
   }
-  const stopHousekeeping = startAuthHousekeeping(db, () => clock.now(), app.log);
+  const stopHousekeeping = startAuthHousekeeping(db, () => clock.now(), app.log, {
+    auditRetentionDays: config.audit.retentionDays,
+  });
   app.addHook('onClose', () => stopHousekeeping());
+  webhooks?.start();
   const ctx: AppContext = {
     config,
     db,
     databaseKind: deps.database.kind,
     clock,
     auth,
+    audit,
     embeddings,
     realtimePolicies,
     realtime,
@@ -280,6 +318,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     tokenCounting: () => embeddings.tokenCounting(),
     realtime: () => realtime.stats(),
     passwordHashing: () => hashQueue.stats(),
+    ...(webhooks === undefined ? {} : { webhooksPending: () => webhooks.pending() }),
   });
 
   await registerContractDocs(app);

@@ -6,6 +6,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { webhookEventList } from './audit/event-types.ts';
 import { type OAuthProviderConfig, oauthProvidersFrom } from './auth/oauth/provider-config.ts';
 import {
   cookieDomain,
@@ -276,6 +277,39 @@ const variables = {
       wholeNumber(65_536, 67_108_864, 'must be a whole number of bytes (65536 to 67108864)').default(1_048_576),
     ),
   },
+  /** The audit log: how long its rows are kept (housekeeping deletes older ones). */
+  audit: {
+    retentionDays: env(
+      'AUDIT_RETENTION_DAYS',
+      wholeNumber(1, 3650, 'must be a whole number of days (1 to 3650)').default(90),
+    ),
+  },
+  /**
+   * Webhooks (Standard Webhooks): account events are posted to `url`, signed with `secret`
+   * (whsec_ and base64, as the Standard Webhooks libraries make them). Off unless both are set.
+   */
+  webhooks: {
+    url: env('WEBHOOK_URL', httpUrl.optional()),
+    secret: env(
+      'WEBHOOK_SECRET',
+      z
+        .string()
+        .trim()
+        .regex(
+          /^whsec_[A-Za-z0-9+/]{32,}={0,2}$/,
+          'must be whsec_ followed by at least 24 bytes in base64 (whsec_$(openssl rand -base64 32))',
+        )
+        .optional(),
+    ),
+    events: env('WEBHOOK_EVENTS', webhookEventList.optional()),
+    /** Each delivery attempt must be answered (2xx) within this time, or it failed and is retried. */
+    timeoutMs: env('WEBHOOK_TIMEOUT_MS', milliseconds(100, 60_000).default(10_000)),
+    /** Delivered and dead-lettered events are deleted this many days after they were created. */
+    retentionDays: env(
+      'WEBHOOK_RETENTION_DAYS',
+      wholeNumber(1, 3650, 'must be a whole number of days (1 to 3650)').default(30),
+    ),
+  },
   /**
    * GET /metrics (Prometheus). With `token`, on the service's port behind `Authorization: Bearer
    * <token>`; with `port`, on a listener of its own (on `host`, no token). Off when neither is set.
@@ -394,6 +428,13 @@ function checkCombinations(e: Declared, database: DatabaseConfig): void {
   if (e.http.headersTimeoutMs > e.http.requestTimeoutMs) {
     throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS must not be larger than HTTP_REQUEST_TIMEOUT_MS');
   }
+  if ((e.webhooks.url === undefined) !== (e.webhooks.secret === undefined)) {
+    throw new ConfigError(
+      e.webhooks.url === undefined
+        ? 'WEBHOOK_SECRET is set without WEBHOOK_URL: set both to send webhooks, or neither'
+        : 'WEBHOOK_URL needs WEBHOOK_SECRET (whsec_$(openssl rand -base64 32)): events are only sent signed',
+    );
+  }
   if (e.realtime.adapter === 'redis' && e.redisUrl === undefined) {
     throw new ConfigError('REALTIME_ADAPTER=redis needs REDIS_URL');
   }
@@ -470,7 +511,7 @@ export function loadConfig(environment: Env = process.env): Readonly<Config> {
     const issue = parsed.error.issues[0];
     const name = String(issue?.path[0] ?? 'environment');
     const value = present[name];
-    const secret = /SECRET|PASSWORD|SMTP_URL|REDIS_URL|DATABASE_URL|API_KEY|METRICS_TOKEN/.test(name);
+    const secret = /SECRET|PASSWORD|SMTP_URL|REDIS_URL|DATABASE_URL|API_KEY|METRICS_TOKEN|WEBHOOK_URL/.test(name);
     const shown = value === undefined || secret ? '' : ` (got ${JSON.stringify(value)})`;
     throw new ConfigError(`${name} ${issue?.message ?? 'is invalid'}${shown}`);
   }

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
+import type { AuditTrail } from './audit/audit-trail.ts';
 import type { AuthService } from './auth/auth-service.ts';
 import type { SigningKeys } from './auth/signing-keys.ts';
 import type { Clock } from './clock.ts';
@@ -18,6 +19,8 @@ export interface AppContext {
   databaseKind: DatabaseKind;
   clock: Clock;
   auth: AuthService;
+  /** The audit log and the webhook outbox (src/audit/audit-trail.ts). */
+  audit: AuditTrail;
   embeddings: EmbeddingsService;
   realtimePolicies: PolicyCache;
   realtime: RealtimeServer;

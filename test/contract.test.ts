@@ -99,7 +99,7 @@ t.test('a malformed request to each operation that takes input gets 400 in the E
     }
     const res = await app.inject(request);
     // A profile's or factor's id that is not a UUID is answered as an unknown one (no shape of id stands out).
-    if (id === 'getProfile' || id === 'deleteFactor' || id === 'deletePasskey') {
+    if (id === 'getProfile' || id === 'deleteFactor' || id === 'deletePasskey' || id === 'unlinkIdentity') {
       assertErrorBody(t, res, 404, 'NOT_FOUND');
     } else assertErrorBody(t, res, 400, 'INVALID_INPUT');
   }
@@ -114,8 +114,10 @@ t.test('a malformed request to each operation that takes input gets 400 in the E
       'getOpenIdConfiguration',
       'getRealtimePermissions',
       'listFactors',
+      'listIdentities',
       'listPasskeys',
       'listRealtimeChannels',
+      'listSessions',
       'listSigningKeys',
       'regenerateRecoveryCodes',
       'rotateSigningKeys',
@@ -165,6 +167,17 @@ t.test('secured operations refuse a missing, malformed, foreign-key or refresh-t
       'verifyPasskeyRegistration',
       'updatePasskey',
       'deletePasskey',
+      'listSessions',
+      'endSessions',
+      'endSession',
+      'listUserSessions',
+      'endUserSessions',
+      'listIdentities',
+      'startIdentityLink',
+      'unlinkIdentity',
+      'listAuditEvents',
+      'listOwnAuditEvents',
+      'listWebhookDeliveries',
     ].sort(),
   );
   const jwtSecret = await resolveJwtSecret(config, database.handle.db);

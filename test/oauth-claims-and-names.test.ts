@@ -109,7 +109,16 @@ t.test('xms_edov vouches for an address only from Microsoft', async (t) => {
 
   // Which providers are Microsoft's: the built-in name, or an issuer on login.microsoftonline.com.
   const oidc = (name: string, issuer: string) =>
-    ({ kind: 'oidc', name, issuer, builtIn: false, clientId: 'c', clientSecret: 's', scopes: ['openid'] }) as const;
+    ({
+      kind: 'oidc',
+      name,
+      issuer,
+      builtIn: false,
+      clientId: 'c',
+      clientSecret: 's',
+      scopes: ['openid'],
+      linkByEmail: true,
+    }) as const;
   t.ok(vouchesWithXmsEdov(oidc('microsoft', idp.issuer)));
   t.ok(vouchesWithXmsEdov(oidc('entra', 'https://login.microsoftonline.com/0000-tenant/v2.0')));
   t.notOk(vouchesWithXmsEdov(oidc('google', 'https://accounts.google.com')));

@@ -50,6 +50,23 @@ t.test('providers: defaults, kinds and the public configuration', async (t) => {
     scopes: ['openid', 'email'],
   });
   t.match(byName.microsoft, { kind: 'oidc', issuer: /^https:\/\/login\.microsoftonline\.com\/[0-9a-f-]+\/v2\.0$/ });
+  t.equal(byName.google?.linkByEmail, true, 'providers link by address unless told not to');
+  const strict = loadConfig({
+    ...base,
+    OAUTH_PROVIDERS: 'google, github',
+    ...google,
+    OAUTH_GOOGLE_LINK_BY_EMAIL: 'false',
+    OAUTH_GITHUB_CLIENT_ID: 'gh-id',
+    OAUTH_GITHUB_CLIENT_SECRET: 'gh-secret',
+  });
+  t.same(
+    strict.oauthProviders.map((p) => [p.name, p.linkByEmail]),
+    [
+      ['google', false],
+      ['github', true],
+    ],
+    'OAUTH_<NAME>_LINK_BY_EMAIL=false, for that provider only',
+  );
   const { body } = createPublicAuthConfig(config);
   t.same(body.oAuthProviders, ['google', 'github', 'microsoft']);
   t.same(body.customOAuthProviders, ['corp-sso']);
@@ -69,6 +86,15 @@ t.test('providers: bad settings stop the start with one line naming the variable
   t.match(refusal({ OAUTH_PROVIDERS: 'bad name!' }), /^OAUTH_PROVIDERS must list names/);
   t.match(refusal({ OAUTH_PROVIDERS: 'google,google', ...google }), /names "google" twice/);
   t.match(refusal({ OAUTH_PROVIDERS: 'custom' }), /must not use the name "custom"/);
+  t.match(
+    refusal({ OAUTH_PROVIDERS: 'email' }),
+    /must not use the name "email"/,
+    "the name of an account's own address among its sign-in methods",
+  );
+  t.match(
+    refusal({ OAUTH_PROVIDERS: 'google', ...google, OAUTH_GOOGLE_LINK_BY_EMAIL: 'no' }),
+    /^OAUTH_GOOGLE_LINK_BY_EMAIL must be true or false/,
+  );
   t.match(
     refusal({ OAUTH_PROVIDERS: 'google', ...google, OAUTH_GOOGLE_SCOPES: 'email' }),
     /^OAUTH_GOOGLE_SCOPES must include openid/,

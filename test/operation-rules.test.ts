@@ -22,6 +22,10 @@ const administratorsOnly: OperationId[] = [
   'rotateSigningKeys',
   'revokeSigningKey',
   'deleteUserFactors',
+  'listUserSessions',
+  'endUserSessions',
+  'listAuditEvents',
+  'listWebhookDeliveries',
 ];
 // The operations a session that owes its second step may call (x-aal: aal1); every other one
 // answers it 403 MFA_REQUIRED.
@@ -53,6 +57,7 @@ const limited: Partial<Record<OperationId, string>> = {
   verifyMfa: 'verify by ip',
   createPasskeyAuthenticationOptions: 'signIn by ip',
   verifyPasskeyAuthentication: 'verify by ip',
+  startIdentityLink: 'signIn by ip',
 };
 
 t.test('the contract declares who may call each operation and its rate limits', async (t) => {
@@ -80,6 +85,10 @@ const requests: Record<string, InjectOptions> = {
   rotateSigningKeys: { method: 'POST', url: '/api/auth/signing-keys/rotate' },
   revokeSigningKey: { method: 'POST', url: '/api/auth/signing-keys/some-kid/revoke' },
   deleteUserFactors: { method: 'DELETE', url: `/api/auth/users/${sample}/factors` },
+  listUserSessions: { method: 'GET', url: `/api/auth/users/${sample}/sessions` },
+  endUserSessions: { method: 'DELETE', url: `/api/auth/users/${sample}/sessions` },
+  listAuditEvents: { method: 'GET', url: '/api/auth/audit-log' },
+  listWebhookDeliveries: { method: 'GET', url: '/api/auth/webhook-deliveries?status=failed' },
 };
 
 t.test('x-roles: a signed-in user who is not an administrator is refused', async (t) => {

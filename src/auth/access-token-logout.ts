@@ -1,7 +1,5 @@
-import * as sessions from '../db/repositories/sessions.ts';
-import { ApiError } from '../errors.ts';
 import type { AccessTokenClaims } from './access-token.ts';
-import type { AuthDeps } from './auth-context.ts';
+import { type ClientInfo, sessionEnded } from './auth-context.ts';
 import type { SessionIssuer } from './session-issuer.ts';
 
 /**
@@ -9,14 +7,13 @@ import type { SessionIssuer } from './session-issuer.ts';
  * token, such as InsForge's SDK in server mode, post no body): the session the verified token names
  * (`sid`) ends, everywhere, as any other revocation does.
  */
-export function createAccessTokenLogout(deps: AuthDeps, issuer: SessionIssuer) {
-  const { db, clock } = deps;
-
+export function createAccessTokenLogout(issuer: SessionIssuer) {
   /** `claims` must come from a verified access token (verifyAccessToken): its `sid` is trusted as signed. */
-  return async function logoutByAccessToken(claims: Pick<AccessTokenClaims, 'sid' | 'sub'>): Promise<void> {
-    const ended = await sessions.revokeSession(db, claims.sid, clock.now());
-    issuer.revoked(ended);
+  return async function logoutByAccessToken(
+    claims: Pick<AccessTokenClaims, 'sid' | 'sub'>,
+    client: ClientInfo,
+  ): Promise<void> {
     // Nothing to end: another request (or instance) ended the session after the token was checked.
-    if (ended.length === 0) throw new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
+    if (!(await issuer.endSession(claims.sub, claims.sid, { type: 'logout', client }))) throw sessionEnded();
   };
 }

@@ -1,6 +1,7 @@
 import { isIPv6 } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
+import type { AuditTrail } from '../audit/audit-trail.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import * as addressLimits from '../db/repositories/address-limits.ts';
@@ -60,6 +61,8 @@ export interface AuthDeps {
   signInThrottle: SignInThrottle;
   log: FastifyBaseLogger;
   events?: AuthEvents | undefined;
+  /** The audit log and the webhook outbox: every account event is recorded through it. */
+  audit: AuditTrail;
 }
 
 export interface ClientInfo {
@@ -128,3 +131,17 @@ export const invalidOtp = () => new ApiError('INVALID_OTP', 'The code or link is
 export const invalidCredentials = () => new ApiError('INVALID_CREDENTIALS', 'Email or password is incorrect');
 /** The caller's session ended (found so under a lock, after its token was verified). */
 export const sessionEnded = () => new ApiError('SESSION_REVOKED', 'This session has ended; sign in again');
+
+/**
+ * A refused sign-in in the audit log, on its own (nothing else is written). `userId` is the
+ * account at the address when there is one; the address itself is not kept: what was typed into
+ * it may be a password.
+ */
+export function recordFailedSignIn(
+  deps: Pick<AuthDeps, 'db' | 'audit'>,
+  userId: string | null,
+  method: 'password' | 'otp' | 'passkey' | 'totp' | 'recovery_code',
+  client: Pick<ClientInfo, 'ip' | 'userAgent'>,
+): Promise<void> {
+  return deps.audit.record(deps.db, { type: 'sign_in', outcome: 'failure', method, userId, actorId: null, client });
+}

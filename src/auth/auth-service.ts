@@ -10,6 +10,7 @@ import { createFactors } from './mfa/factors.ts';
 import { createSecondStep } from './mfa/second-step.ts';
 import { createOAuthSignIn } from './oauth/oauth-sign-in.ts';
 import { createOneTimeCodes } from './one-time-codes.ts';
+import { createOwnSessions } from './own-sessions.ts';
 import { createPasskeys } from './passkeys.ts';
 import { createPasswordReset } from './password-reset.ts';
 import { createPasswordlessSignIn } from './passwordless-sign-in.ts';
@@ -83,13 +84,14 @@ export function createAuthService(deps: AuthDeps) {
     confirmEmail,
     refresh,
     logout,
-    logoutByAccessToken: createAccessTokenLogout(deps, sessions),
+    logoutByAccessToken: createAccessTokenLogout(sessions),
     changePassword: createChangePassword(deps, sessions),
     currentUser,
     oauth: createOAuthSignIn(deps, sessions, mail),
     ensureAdmin: createAdminAccount(deps, sessions),
     profiles: createProfiles(deps),
     administration: createUserAdministration(deps, sessions),
+    ownSessions: createOwnSessions(deps, sessions),
     publicConfig: createPublicAuthConfig(deps.config),
     factors,
     secondStep,

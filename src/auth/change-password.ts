@@ -1,3 +1,4 @@
+import type { EventClient } from '../audit/audit-trail.ts';
 import * as accounts from '../db/repositories/account-admin.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as sessions from '../db/repositories/sessions.ts';
@@ -20,6 +21,7 @@ export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
   return async function changePassword(
     caller: { userId: string; sessionId: string },
     input: { currentPassword?: string | undefined; newPassword: string },
+    client: EventClient | null = null,
   ): Promise<void> {
     const user = await users.findUserById(db, caller.userId);
     if (!user) throw new ApiError('UNAUTHORIZED', 'The account of this token no longer exists');
@@ -50,7 +52,15 @@ export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
       }
       // Codes and links sent before (verification, sign-in, reset) must not undo this one.
       await oneTimeCodes.deleteAccountCodes(trx, user);
-      return sessions.revokeUserSessions(trx, user.id, clock.now(), caller.sessionId);
+      const ended = await sessions.revokeUserSessions(trx, user.id, clock.now(), caller.sessionId);
+      await deps.audit.record(trx, {
+        type: 'password_changed',
+        userId: user.id,
+        sessionId: caller.sessionId,
+        client,
+        details: { sessionsEnded: ended.length, hadPassword: user.password_hash !== null },
+      });
+      return ended;
     });
     issuer.revoked(ended);
   };

@@ -1,4 +1,5 @@
 import type { Transaction } from 'kysely';
+import type { EventClient } from '../audit/audit-trail.ts';
 import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as users from '../db/repositories/users.ts';
@@ -83,7 +84,13 @@ export function createEmailVerification(
    * unproven from now on (unproven-password.ts). Returns the verified account, and whether its
    * password is set.
    */
-  async function consume(trx: Transaction<Database>, v: OneTimeCodeRow, now: Date, bindings: readonly string[]) {
+  async function consume(
+    trx: Transaction<Database>,
+    v: OneTimeCodeRow,
+    now: Date,
+    bindings: readonly string[],
+    proof: { method: 'code' | 'link'; client: EventClient | null },
+  ) {
     // The row as consumed: a sign-up that competed after the code was read still counts.
     const consumed = await codes.consume(trx, v, now);
     if (consumed.user_id === null) throw invalidOtp();
@@ -98,6 +105,14 @@ export function createEmailVerification(
     // A disabled account is not verified and gets no session: the answer of a wrong code, and
     // the rollback leaves the code unused.
     if (!user || user.disabled_at !== null) throw invalidOtp();
+    await deps.audit.record(trx, {
+      type: 'email_verified',
+      method: proof.method,
+      userId: user.id,
+      client: proof.client,
+      email: user.email,
+      details: { passwordSet: user.password_hash !== null, passwordProven: proven },
+    });
     return { user, hasPassword: user.password_hash !== null };
   }
 
@@ -113,9 +128,10 @@ export function createEmailVerification(
           ? await codes.check('verification', input.email.toLowerCase(), input.otp)
           : await codes.checkToken('verification', input.otp);
       const now = clock.now();
-      return db
-        .transaction()
-        .execute(async (trx) => sessions.start((await consume(trx, v, now, bindings)).user, client, 'otp', trx));
+      return db.transaction().execute(async (trx) => {
+        const proof = { method: 'email' in input ? ('code' as const) : ('link' as const), client };
+        return sessions.start((await consume(trx, v, now, bindings, proof)).user, client, 'otp', trx);
+      });
     });
   }
 
@@ -124,13 +140,18 @@ export function createEmailVerification(
    * which belongs to no app that could use one. The same checks and answers as verifyEmail. Says
    * whether the account has a password to sign in with (none after competing sign-ups).
    */
-  async function confirmEmail(token: string, bindings: readonly string[] = []): Promise<{ hasPassword: boolean }> {
+  async function confirmEmail(
+    token: string,
+    bindings: readonly string[] = [],
+    client: EventClient | null = null,
+  ): Promise<{ hasPassword: boolean }> {
     return reported(async () => {
       const v = await codes.checkToken('verification', token);
       const now = clock.now();
+      const proof = { method: 'link' as const, client };
       return db
         .transaction()
-        .execute(async (trx) => ({ hasPassword: (await consume(trx, v, now, bindings)).hasPassword }));
+        .execute(async (trx) => ({ hasPassword: (await consume(trx, v, now, bindings, proof)).hasPassword }));
     });
   }
 

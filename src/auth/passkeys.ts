@@ -162,7 +162,11 @@ export function createPasskeys(
         created_at: now,
       });
       if (row === undefined) throw registrationInvalid('this passkey is registered already');
-      const added = await secondStep.factorAdded(trx, account, row.id, now);
+      const added = await secondStep.factorAdded(trx, account, row.id, now, {
+        kind: 'passkey',
+        sessionId: caller.sessionId,
+        client,
+      });
       if (session.aal === 'aal2') return { row, ...added, email: account.email, session: undefined };
       // The account's first factor, made by this session (its sign-in, and the authenticator with
       // user verification just now): the session is raised to aal2, as a TOTP factor's first code
@@ -252,6 +256,16 @@ export function createPasskeys(
       } else {
         log.info({ err: message, passkeyId: passkey.id }, 'passkey assertion refused');
       }
+      await deps.audit.record(db, {
+        type: caller === undefined ? 'sign_in' : 'mfa_verified',
+        outcome: 'failure',
+        method: 'passkey',
+        userId: passkey.user_id,
+        actorId: null,
+        sessionId: caller?.sessionId,
+        client,
+        details: { passkeyId: passkey.id },
+      });
       throw refused();
     }
     const used = { id: passkey.id, counter: Number(passkey.counter) };

@@ -1,3 +1,4 @@
+import type { EventClient } from '../audit/audit-trail.ts';
 import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as accounts from '../db/repositories/mailbox-accounts.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
@@ -103,7 +104,11 @@ export function createPasswordReset(deps: AuthDeps, issuer: SessionIssuer, mail:
    * since, and the owner is told (unproven-password.ts). A token of a disabled account is spent and
    * refused like an unknown one.
    */
-  async function resetPassword(tokenInput: string, newPassword: string): Promise<void> {
+  async function resetPassword(
+    tokenInput: string,
+    newPassword: string,
+    client: EventClient | null = null,
+  ): Promise<void> {
     // Hashed first: the slow part never runs while the account's row is locked.
     const hash = await hashPassword(newPassword);
     const now = clock.now();
@@ -116,6 +121,12 @@ export function createPasswordReset(deps: AuthDeps, issuer: SessionIssuer, mail:
       await accounts.setPasswordAfterReset(trx, user.id, hash);
       await oneTimeCodes.deleteAccountCodes(trx, user);
       const ended = await sessions.revokeUserSessions(trx, user.id, now);
+      await deps.audit.record(trx, {
+        type: 'password_reset',
+        userId: user.id,
+        client,
+        details: { sessionsEnded: ended.length },
+      });
       return { email: user.email, ended, removal };
     });
     if (done === undefined) throw invalidOtp();

@@ -12,6 +12,7 @@ import {
   EMAIL_LIMITS,
   invalidOtp,
   knownDeviceOfAddress,
+  recordFailedSignIn,
   requesterOf,
 } from './auth-context.ts';
 import type { BackgroundMail } from './background-mail.ts';
@@ -83,6 +84,7 @@ export function createPasswordlessSignIn(
         account = await accounts.lockUserByEmail(trx, email);
         if (account === undefined) return undefined;
         await users.addProvider(trx, account.id, 'email', email);
+        await deps.audit.record(trx, { type: 'sign_up', method: 'otp', userId: account.id, client, email });
       }
       if (account.disabled_at !== null) return undefined;
       let ended: string[] = [];
@@ -124,6 +126,7 @@ export function createPasswordlessSignIn(
       if (err instanceof ApiError && err.code === 'INVALID_OTP') {
         await signInThrottle.recordFailure(email, device);
         deps.events?.signIn('failed');
+        await recordFailedSignIn(deps, (await users.findUserByEmail(db, email))?.id ?? null, 'otp', client);
       }
       throw err;
     }

@@ -1,3 +1,4 @@
+import type { EventClient } from '../audit/audit-trail.ts';
 import * as profiles from '../db/repositories/profiles.ts';
 import type { Profile } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
@@ -56,7 +57,11 @@ export function createProfiles(deps: AuthDeps) {
    * locked while the merge is computed, so that two concurrent patches cannot together exceed the
    * limits each one checked.
    */
-  async function updateProfile(userId: string, patch: Record<string, unknown>): Promise<UserProfile> {
+  async function updateProfile(
+    caller: { userId: string; sessionId: string; client: EventClient },
+    patch: Record<string, unknown>,
+  ): Promise<UserProfile> {
+    const { userId } = caller;
     for (const name of Object.keys(patch)) {
       if (isAccountField(name)) {
         throw new ApiError('INVALID_INPUT', `body.profile.${name} is an account field and cannot be set here`);
@@ -90,6 +95,13 @@ export function createProfiles(deps: AuthDeps) {
         );
       }
       await profiles.storeProfile(trx, userId, merged);
+      await deps.audit.record(trx, {
+        type: 'profile_updated',
+        userId,
+        sessionId: caller.sessionId,
+        client: caller.client,
+        details: { fields: Object.keys(patch).sort().join(',') },
+      });
       return { id: userId, profile: shown };
     });
   }

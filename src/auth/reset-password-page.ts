@@ -34,12 +34,15 @@ export async function registerResetPasswordPage(
     incomplete: 'This link is incomplete. Open the link from your email again, or ask for a new password-reset email.',
     invalid: 'This link is invalid, has expired or was already used. Ask for a new password-reset email.',
     retry: 'The password could not be set just now. Go back and try again in a moment.',
-    async submit(token, fields) {
+    async submit(token, fields, request) {
       const password = fields.get('newPassword') ?? '';
       const length = [...password].length;
       if (length < 8 || length > 256) return { error: 'The new password must have 8 to 256 characters.' };
       if (password !== (fields.get('confirmPassword') ?? '')) return { error: 'The two passwords are not the same.' };
-      await deps.auth.resetPassword(token, password);
+      await deps.auth.resetPassword(token, password, {
+        ip: request.ip,
+        userAgent: request.headers['user-agent'] ?? null,
+      });
       return {
         done: 'Your password has been changed, and you are signed out everywhere. Sign in with the new password.',
       };

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { EventClient } from '../audit/audit-trail.ts';
 import * as sessions from '../db/repositories/sessions.ts';
 import type { UserRow } from '../db/repositories/users.ts';
 import type { Aal, AuthMethod, ClientType, Database } from '../db/schema.ts';
@@ -23,12 +24,22 @@ export interface IssuedSession {
   deviceToken?: string | undefined;
 }
 
+/** Why a session ends, as the audit log records it. */
+export interface SessionEnding {
+  type: 'logout' | 'refresh_token_reused' | 'session_ended';
+  /** Who ended it: the account itself unless given (an administrator's id; null: the service). */
+  actorId?: string | null | undefined;
+  /** For `session_ended`: from where (`self`: the owner's other session; `administrator`). */
+  by?: 'self' | 'administrator' | undefined;
+  client?: EventClient | undefined;
+}
+
 /** The most proofs a session's `amr` keeps (the latest). */
 const MAX_AMR_ENTRIES = 5;
 
 /** Opens, re-issues and ends sessions; every revocation is announced to every instance. */
 export function createSessionIssuer(deps: AuthDeps) {
-  const { db, config, clock, keys, revocations } = deps;
+  const { db, config, clock, keys, revocations, audit } = deps;
   const csrfFor = (sessionId: string) => hmacHex(keys.csrf, sessionId);
 
   /** What a new or refreshed session hands back: a fresh access token and the session's current refresh token. */
@@ -99,7 +110,12 @@ export function createSessionIssuer(deps: AuthDeps) {
     aal: Aal = 'aal1',
   ): Promise<IssuedSession> {
     const { row, refreshToken, now } = newSession(user, client, [method], aal);
-    const session = await sessions.insertSession(executor, row);
+    const opened = async (trx: Kysely<Database>) => {
+      const session = await sessions.insertSession(trx, row);
+      await recordSignIn(trx, user, session, method, client);
+      return session;
+    };
+    const session = executor === db ? await db.transaction().execute(opened) : await opened(executor);
     return {
       ...issued(user, session, refreshToken, client.clientType, now),
       deviceToken: deviceTokenFor(user, client, now),
@@ -114,12 +130,35 @@ export function createSessionIssuer(deps: AuthDeps) {
     if (user.disabled_at !== null) return undefined;
     const { row, refreshToken, now } = newSession(user, client, ['password']);
     const checked = { passwordHash: user.password_hash, role: user.role };
-    const session = await sessions.insertSessionIfCredentialsHold(db, row, checked);
+    const session = await db.transaction().execute(async (trx) => {
+      const inserted = await sessions.insertSessionIfCredentialsHold(trx, row, checked);
+      if (inserted !== undefined) await recordSignIn(trx, user, inserted, 'password', client);
+      return inserted;
+    });
     if (session === undefined) return undefined;
     return {
       ...issued(user, session, refreshToken, client.clientType, now),
       deviceToken: deviceTokenFor(user, client, now),
     };
+  }
+
+  /** The audit event of a session opened by a first factor (announced as `session.created`). */
+  function recordSignIn(
+    trx: Kysely<Database>,
+    user: UserRow,
+    session: sessions.SessionRow,
+    method: AuthMethod['method'],
+    client: ClientInfo,
+  ): Promise<void> {
+    return audit.record(trx, {
+      type: 'sign_in',
+      method,
+      userId: user.id,
+      sessionId: session.id,
+      client,
+      details: { clientType: session.client_type, aal: session.aal },
+      opensSession: true,
+    });
   }
 
   /**
@@ -130,9 +169,25 @@ export function createSessionIssuer(deps: AuthDeps) {
     if (ids.length > 0) revocations.add(ids);
   }
 
-  /** Ends one session everywhere: true when it was live, false when it had already ended. */
-  async function endSession(sessionId: string): Promise<boolean> {
-    const ids = await sessions.revokeSession(db, sessionId, clock.now());
+  /**
+   * Ends one session of `userId` everywhere, recording why in the audit log in the same
+   * transaction: true when it was live, false when it had already ended (or is not the account's).
+   */
+  async function endSession(userId: string, sessionId: string, ending: SessionEnding): Promise<boolean> {
+    const ids = await db.transaction().execute(async (trx) => {
+      const ended = await sessions.revokeSession(trx, sessionId, clock.now(), userId);
+      if (ended.length > 0) {
+        await audit.record(trx, {
+          type: ending.type,
+          userId,
+          actorId: ending.actorId,
+          sessionId,
+          client: ending.client,
+          details: ending.by === undefined ? undefined : { by: ending.by },
+        });
+      }
+      return ended;
+    });
     revoked(ids);
     return ids.length > 0;
   }
@@ -155,6 +210,15 @@ export function createSessionIssuer(deps: AuthDeps) {
     row.amr = [...previous.amr, { method, timestamp: Math.floor(now.getTime() / 1000) }].slice(-MAX_AMR_ENTRIES);
     const ended = await sessions.revokeSession(trx, previous.id, now);
     const session = await sessions.insertSession(trx, row);
+    await audit.record(trx, {
+      type: 'mfa_verified',
+      method,
+      userId: user.id,
+      sessionId: session.id,
+      client,
+      details: { replacedSessionId: previous.id, clientType: session.client_type, aal: session.aal },
+      opensSession: true,
+    });
     return {
       issued: {
         ...issued(user, session, refreshToken, previous.client_type, now),

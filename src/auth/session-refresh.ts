@@ -100,8 +100,8 @@ export function createSessionRefresh(deps: AuthDeps, issuer: SessionIssuer) {
    * reuse is counted and logged when it ended a live session (not again for an old token replayed
    * after the session was over).
    */
-  async function reuse(session: sessions.SessionRow) {
-    if (await issuer.endSession(session.id)) {
+  async function reuse(session: sessions.SessionRow, client: ClientInfo) {
+    if (await issuer.endSession(session.user_id, session.id, { type: 'refresh_token_reused', actorId: null, client })) {
       deps.events?.refreshTokenReused();
       log.warn({ sessionId: session.id, userId: session.user_id }, 'refresh token reuse: session revoked');
     }
@@ -116,7 +116,7 @@ export function createSessionRefresh(deps: AuthDeps, issuer: SessionIssuer) {
    * current token does not descend from it, it is reuse: the session ends.
    */
   async function reissue(presented: Presented & { rotatedAt: Date }, client: ClientInfo, now: Date) {
-    if (!withinReuseInterval(presented.rotatedAt, now)) throw await reuse(presented.session);
+    if (!withinReuseInterval(presented.rotatedAt, now)) throw await reuse(presented.session, client);
     const found = await db.transaction().execute(async (trx) => {
       const session = await sessions.findSessionForShare(trx, presented.session.id);
       if (session === undefined || session.revoked_at !== null || session.expires_at <= now) return undefined;
@@ -127,7 +127,7 @@ export function createSessionRefresh(deps: AuthDeps, issuer: SessionIssuer) {
       return { session, current, user };
     });
     // An ended session stays ended (not counted again); a token off the current line is reuse.
-    if (found === undefined) throw await reuse(presented.session);
+    if (found === undefined) throw await reuse(presented.session, client);
     return issuer.issued(found.user, found.session, found.current, client.clientType, now);
   }
 
@@ -172,8 +172,8 @@ export function createSessionRefresh(deps: AuthDeps, issuer: SessionIssuer) {
     csrfToken: string | undefined,
   ): Promise<void> {
     const { session, rotatedAt } = await resolveRefresh(refreshTokens, client, csrfToken);
-    if (rotatedAt !== undefined && !withinReuseInterval(rotatedAt, clock.now())) await reuse(session);
-    else await issuer.endSession(session.id);
+    if (rotatedAt !== undefined && !withinReuseInterval(rotatedAt, clock.now())) await reuse(session, client);
+    else await issuer.endSession(session.user_id, session.id, { type: 'logout', client });
   }
 
   return { refresh, logout };

@@ -1,6 +1,13 @@
 import * as users from '../db/repositories/users.ts';
 import { ApiError } from '../errors.ts';
-import { type AuthDeps, type ClientInfo, invalidCredentials, knownDeviceFor, offersDevice } from './auth-context.ts';
+import {
+  type AuthDeps,
+  type ClientInfo,
+  invalidCredentials,
+  knownDeviceFor,
+  offersDevice,
+  recordFailedSignIn,
+} from './auth-context.ts';
 import { dummyPasswordHash, verifyPassword } from './crypto.ts';
 import type { IssuedSession, SessionIssuer } from './session-issuer.ts';
 import { signInThrottledError } from './sign-in-throttle.ts';
@@ -32,6 +39,8 @@ export function createSignIn(deps: AuthDeps, sessions: SessionIssuer) {
     // that neither the answer nor the back-off tells whether the password was right.
     if (!user?.password_hash || !ok || user.disabled_at !== null) {
       await signInThrottle.recordFailure(email, device);
+      // The account when there is one; never the address typed (it may be a password typed in the wrong field).
+      await recordFailedSignIn(deps, user?.id ?? null, 'password', client);
       throw invalidCredentials();
     }
     await signInThrottle.recordSuccess(email, device);

@@ -1,5 +1,6 @@
 import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as users from '../db/repositories/users.ts';
+import type { Executor } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import { existingAccountNotice } from '../mail/templates.ts';
 import { type AuthDeps, type ClientInfo, EMAIL_LIMITED, EMAIL_LIMITS, requesterOf } from './auth-context.ts';
@@ -21,6 +22,23 @@ export type SignUpOutcome =
 export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: BackgroundMail, codes: OneTimeCodes) {
   const { db, config, clock } = deps;
 
+  /**
+   * A sign-up in the audit log: `user.created` for a new account; a sign-up at an address that had
+   * an account already is recorded as refused (its answer tells the requester nothing).
+   */
+  function recordSignUp(trx: Executor, userId: string, email: string, client: ClientInfo, created: boolean) {
+    return deps.audit.record(trx, {
+      type: 'sign_up',
+      outcome: created ? 'success' : 'failure',
+      method: 'password',
+      userId,
+      actorId: created ? userId : null,
+      client,
+      email,
+      ...(created ? {} : { details: { reason: 'address_taken' } }),
+    });
+  }
+
   /** Without verification: the account and its session in one transaction, so a failed sign-up leaves nothing. */
   async function signUpWithSession(
     input: { email: string; passwordHash: string; name: string | null },
@@ -28,7 +46,9 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
   ): Promise<SignUpOutcome> {
     const session = await db.transaction().execute(async (trx) => {
       const created = await users.insertPasswordUser(trx, { ...input, emailVerified: false });
-      return created ? sessions.start(created, client, 'password', trx) : undefined;
+      if (created === undefined) return undefined;
+      await recordSignUp(trx, created.id, input.email, client, true);
+      return sessions.start(created, client, 'password', trx);
     });
     if (!session) throw new ApiError('USER_ALREADY_EXISTS', 'An account with this email already exists');
     return { kind: 'session', session };
@@ -52,9 +72,10 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
     // Made for every sign-up, whatever the address, so that the answer tells nothing.
     const binding = newOpaqueToken();
     const { account, mailable, pending } = await db.transaction().execute(async (trx) => {
-      await users.insertUnverifiedUser(trx, input.email, input.name);
+      const created = await users.insertUnverifiedUser(trx, input.email, input.name);
       await users.ensureEmailProvider(trx, input.email);
       const account = await users.findUserByEmail(trx, input.email);
+      if (account !== undefined) await recordSignUp(trx, account.id, input.email, client, created);
       const claimant = { requester, kind: 'verification' as const };
       const mailable =
         (await addressLimits.claimEmailSend(trx, input.email, claimant, now, EMAIL_LIMITS)) !== undefined;

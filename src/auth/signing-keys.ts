@@ -9,6 +9,7 @@ import {
   insertStandbyKey,
   listSigningKeys,
   type NewSigningKey,
+  type RecordChange,
   revokeKey,
   rotateKeys,
   SIGNING_KEYS_CHANNEL,
@@ -198,16 +199,17 @@ export class SigningKeys {
     return (await listSigningKeys(this.#options.db)).map(toView);
   }
 
-  create(alg: SigningKeyAlgorithm): Promise<SigningKeyView> {
-    return this.#oneAtATime(() => this.#create(alg));
+  /** `record` runs in the change's transaction (the audit log), once the change is made. */
+  create(alg: SigningKeyAlgorithm, record?: RecordChange): Promise<SigningKeyView> {
+    return this.#oneAtATime(() => this.#create(alg, record));
   }
 
-  rotate(): Promise<SigningKeyView[]> {
-    return this.#oneAtATime(() => this.#rotate());
+  rotate(record?: RecordChange): Promise<SigningKeyView[]> {
+    return this.#oneAtATime(() => this.#rotate(record));
   }
 
-  revoke(kid: string): Promise<SigningKeyView> {
-    return this.#oneAtATime(() => this.#revoke(kid));
+  revoke(kid: string, record?: RecordChange): Promise<SigningKeyView> {
+    return this.#oneAtATime(() => this.#revoke(kid, record));
   }
 
   #oneAtATime<T>(change: () => Promise<T>): Promise<T> {
@@ -216,25 +218,25 @@ export class SigningKeys {
     return next;
   }
 
-  async #create(alg: SigningKeyAlgorithm): Promise<SigningKeyView> {
+  async #create(alg: SigningKeyAlgorithm, record?: RecordChange): Promise<SigningKeyView> {
     const standbyExists = () =>
       new ApiError('SIGNING_KEY_STATE', 'There is a standby signing key already; rotate to it or revoke it first');
     // Checked before making a key (an RSA key takes a while), and again under the lock.
     if (await this.#hasStandby()) throw standbyExists();
     const material = await createKeyMaterial(alg, this.#options.sealingKey);
-    const row = await insertStandbyKey(this.#options.db, material, this.#options.now());
+    const row = await insertStandbyKey(this.#options.db, material, this.#options.now(), record);
     if (row === undefined) throw standbyExists();
     await this.#reload();
     return toView(row);
   }
 
-  async #rotate(): Promise<SigningKeyView[]> {
+  async #rotate(record?: RecordChange): Promise<SigningKeyView[]> {
     const { db, now } = this.#options;
     // A key is made only when there is no standby to rotate to. When the standby seen is gone by
     // the time the lock is held, another instance rotated to it at the same moment: that rotation
     // is this one (rotating again would make current a key no verifier has seen published).
-    if (await this.#hasStandby()) await rotateKeys(db, undefined, now());
-    else await rotateKeys(db, await createKeyMaterial('ES256', this.#options.sealingKey), now());
+    if (await this.#hasStandby()) await rotateKeys(db, undefined, now(), record);
+    else await rotateKeys(db, await createKeyMaterial('ES256', this.#options.sealingKey), now(), record);
     await this.#reload();
     return this.#rows.map(toView);
   }
@@ -278,8 +280,8 @@ export class SigningKeys {
     return (await listSigningKeys(this.#options.db)).some((r) => r.status === 'standby');
   }
 
-  async #revoke(kid: string): Promise<SigningKeyView> {
-    const outcome = await revokeKey(this.#options.db, kid, this.#options.now());
+  async #revoke(kid: string, record?: RecordChange): Promise<SigningKeyView> {
+    const outcome = await revokeKey(this.#options.db, kid, this.#options.now(), record);
     if ('refused' in outcome) {
       if (outcome.refused === 'unknown') throw new ApiError('NOT_FOUND', 'No signing key has this kid');
       throw new ApiError('SIGNING_KEY_STATE', 'The current signing key cannot be revoked; rotate first');

@@ -1,3 +1,4 @@
+import type { AdminActor } from '../audit/audit-trail.ts';
 import * as accounts from '../db/repositories/account-admin.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import { revokeUserSessions } from '../db/repositories/sessions.ts';
@@ -19,11 +20,6 @@ const DELETED_SESSIONS_MARGIN_SECONDS = 3600;
 const notFound = () => new ApiError('NOT_FOUND', 'No such user');
 const notAnAdmin = () => new ApiError('FORBIDDEN', 'Only an enabled administrator may change or delete accounts');
 const lastAdmin = () => new ApiError('LAST_ADMIN', 'This would leave no enabled administrator; nothing was changed');
-
-/** Who makes an administrator's call: the account of the access token. */
-export interface Actor {
-  userId: string;
-}
 
 /**
  * The administrators' operations on accounts. Every change that could remove an enabled
@@ -48,7 +44,7 @@ export function createUserAdministration(deps: AuthDeps, issuer: SessionIssuer) 
    * account (their access tokens carry the old role), and so does disabling; enabling ends nothing.
    */
   async function updateUser(
-    actor: Actor,
+    actor: AdminActor,
     userId: string,
     change: { role?: Role | undefined; disabled?: boolean | undefined },
   ): Promise<ApiAdminUser> {
@@ -76,6 +72,19 @@ export function createUserAdministration(deps: AuthDeps, issuer: SessionIssuer) 
         await oneTimeCodes.deleteAccountCodes(trx, row);
       }
       const revoked = newRole !== undefined || disabling ? await revokeUserSessions(trx, target.id, now) : [];
+      const event = { userId: target.id, actorId: actor.userId, sessionId: actor.sessionId, client: actor.client };
+      if (newRole !== undefined) {
+        await deps.audit.record(trx, {
+          ...event,
+          type: 'user_role_changed',
+          details: { from: target.role, to: newRole, sessionsEnded: revoked.length },
+        });
+      }
+      if (disabling) {
+        const details = { sessionsEnded: newRole === undefined ? revoked.length : 0 };
+        await deps.audit.record(trx, { ...event, type: 'user_disabled', details });
+      }
+      if (enabling) await deps.audit.record(trx, { ...event, type: 'user_enabled' });
       return { row, revoked };
     });
     issuer.revoked(result.revoked);
@@ -97,7 +106,7 @@ export function createUserAdministration(deps: AuthDeps, issuer: SessionIssuer) 
    * Deletes the accounts among `userIds` (an id given twice counts once, an unknown one not at all),
    * ending their sessions everywhere; returns how many were deleted.
    */
-  async function deleteUsers(actor: Actor, userIds: readonly string[]): Promise<number> {
+  async function deleteUsers(actor: AdminActor, userIds: readonly string[]): Promise<number> {
     const ids = [...new Set(userIds.map((id) => id.toLowerCase()))];
     if (ids.length > MAX_DELETE_IDS) {
       throw new ApiError('INVALID_INPUT', `body.userIds must have at most ${MAX_DELETE_IDS} items`);
@@ -111,6 +120,16 @@ export function createUserAdministration(deps: AuthDeps, issuer: SessionIssuer) 
       // then finds no account (rather than adding a session the revocation missed).
       const targets = await accounts.lockAccounts(trx, ids);
       if (admins.every((id) => ids.includes(id))) throw lastAdmin();
+      for (const target of targets) {
+        await deps.audit.record(trx, {
+          type: 'user_deleted',
+          userId: target.id,
+          actorId: actor.userId,
+          sessionId: actor.sessionId,
+          client: actor.client,
+          email: target.email,
+        });
+      }
       return accounts.deleteAccounts(
         trx,
         targets.map((t) => t.id),

@@ -34,7 +34,9 @@ export async function registerVerifyEmailPage(
     async submit(token, _fields, request, reply) {
       // The browser that signed up carries its binding here too (sign-up-binding.ts); once the
       // address is confirmed the binding has served, and its cookie is cleared.
-      const { hasPassword } = await deps.auth.confirmEmail(token, presentedBindings(deps.config, request, undefined));
+      const client = { ip: request.ip, userAgent: request.headers['user-agent'] ?? null };
+      const bindings = presentedBindings(deps.config, request, undefined);
+      const { hasPassword } = await deps.auth.confirmEmail(token, bindings, client);
       if (hasSignUpBindingCookie(deps.config, request)) clearSignUpBindingCookie(deps.config, reply);
       return {
         done: hasPassword

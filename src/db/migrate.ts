@@ -23,6 +23,9 @@ import * as m0020 from './migrations/0020_signing_keys.ts';
 import * as m0021 from './migrations/0021_one_time_codes_fillfactor.ts';
 import * as m0022 from './migrations/0022_mfa.ts';
 import * as m0023 from './migrations/0023_passkeys.ts';
+import * as m0024 from './migrations/0024_audit_log_and_webhooks.ts';
+import * as m0025 from './migrations/0025_webhook_delivery.ts';
+import * as m0026 from './migrations/0026_identity_linking.ts';
 import { applyRepeatableSql } from './repeatable-sql.ts';
 import type { Database } from './schema.ts';
 
@@ -51,6 +54,9 @@ export const migrations: Record<string, Migration> = {
   '0021_one_time_codes_fillfactor': m0021,
   '0022_mfa': m0022,
   '0023_passkeys': m0023,
+  '0024_audit_log_and_webhooks': m0024,
+  '0025_webhook_delivery': m0025,
+  '0026_identity_linking': m0026,
 };
 
 /**

@@ -46,17 +46,33 @@ export interface UserProvidersTable {
   provider: string;
   provider_account_id: string;
   created_at: ColumnType<Date, Date | undefined, never>;
+  /** The identity's own id (migration 0024). */
+  id: Generated<string>;
+  /** The address the provider vouched for when the identity was linked; null for older links. */
+  email: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface OAuthAuthorizationsTable {
   state_hash: string;
   provider: string;
   redirect_uri: string;
-  code_challenge: string;
+  /** The app's PKCE challenge of a sign-in; null for a link (migration 0026). */
+  code_challenge: string | null;
   nonce: string;
   provider_verifier: string;
   expires_at: Date;
   created_at: Date;
+  /** A link started from a session: the account and the session (migration 0026); null for a sign-in. */
+  link_user_id: ColumnType<string | null, string | null | undefined, never>;
+  link_session_id: ColumnType<string | null, string | null | undefined, never>;
+}
+
+/** Identities their owner unlinked: not linked to that account again by address (migration 0026). */
+export interface UnlinkedIdentitiesTable {
+  user_id: string;
+  provider: string;
+  provider_account_id: string;
+  unlinked_at: Date;
 }
 
 export interface OAuthCodesTable {
@@ -182,6 +198,36 @@ export interface MfaFactorsTable {
 }
 
 /** A passkey (WebAuthn credential): id and public key base64url, the last signature counter seen. */
+/** One account event (migration 0024). */
+export interface AuditLogTable {
+  id: Generated<number>;
+  occurred_at: Date;
+  type: string;
+  outcome: 'success' | 'failure';
+  method: string | null;
+  actor_id: string | null;
+  user_id: string | null;
+  session_id: string | null;
+  ip: string | null;
+  user_agent: string | null;
+  details: ColumnType<Record<string, unknown>, string | undefined, never>;
+}
+
+/** A webhook event to deliver (migration 0024); its id is the webhook-id. */
+export interface WebhookOutboxTable {
+  id: Generated<string>;
+  event_type: string;
+  payload: ColumnType<Record<string, unknown>, string, never>;
+  created_at: Date;
+  status: ColumnType<'pending' | 'delivered' | 'failed', 'pending' | undefined, 'pending' | 'delivered' | 'failed'>;
+  attempts: ColumnType<number, number | undefined, number>;
+  next_attempt_at: Date;
+  last_attempt_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  last_status: ColumnType<number | null, number | null | undefined, number | null>;
+  last_error: ColumnType<string | null, string | null | undefined, string | null>;
+  delivered_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+}
+
 export interface PasskeysTable {
   id: Generated<string>;
   user_id: string;
@@ -286,9 +332,12 @@ export interface Database {
   users: UsersTable;
   mfa_factors: MfaFactorsTable;
   passkeys: PasskeysTable;
+  audit_log: AuditLogTable;
+  webhook_outbox: WebhookOutboxTable;
   mfa_attempts: MfaAttemptsTable;
   user_providers: UserProvidersTable;
   oauth_authorizations: OAuthAuthorizationsTable;
+  unlinked_identities: UnlinkedIdentitiesTable;
   oauth_codes: OAuthCodesTable;
   oauth_id_token_uses: OAuthIdTokenUsesTable;
   email_send_log: EmailSendLogTable;

@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AdminActor, EventClient } from '../audit/audit-trail.ts';
 import type { ClientInfo, IssuedSession } from '../auth/auth-service.ts';
 import { DEVICE_COOKIE, DEVICE_HEADER, DEVICE_TTL_SECONDS } from '../auth/known-device.ts';
 import { allowedRedirect } from '../auth/redirects.ts';
@@ -29,6 +30,16 @@ type AuthOperations =
 /** The web client's refresh-token cookie, scoped to the auth endpoints. */
 export const REFRESH_COOKIE = 'refresh_token';
 const COOKIE_PATH = '/api/auth';
+
+/** Where a request came from, as the audit log records it. */
+export function eventClient(request: FastifyRequest): EventClient {
+  return { ip: request.ip, userAgent: request.headers['user-agent'] ?? null };
+}
+
+/** The administrator making a call (x-roles admin): the account and session of the access token. */
+export function adminActor(request: FastifyRequest): AdminActor {
+  return { userId: request.user.sub, sessionId: request.user.sid, client: eventClient(request) };
+}
 
 export function clientInfo(request: FastifyRequest, clientType: ClientType | undefined): ClientInfo {
   return {
@@ -218,7 +229,7 @@ export function authHandlers(ctx: AppContext): HandlersFor<AuthOperations> {
         offeredRefreshTokens(request, client.clientType, request.body).length === 0
           ? verifiedBearerClaims(request)
           : undefined;
-      if (claims !== undefined) await auth.logoutByAccessToken(claims);
+      if (claims !== undefined) await auth.logoutByAccessToken(claims, client);
       else {
         const tokens = presentedRefreshTokens(request, client.clientType, request.body);
         await auth.logout(tokens, client, request.headers['x-csrf-token']);
@@ -229,7 +240,11 @@ export function authHandlers(ctx: AppContext): HandlersFor<AuthOperations> {
     },
 
     async changePassword(request, reply) {
-      await auth.changePassword({ userId: request.user.sub, sessionId: request.user.sid }, request.body);
+      await auth.changePassword(
+        { userId: request.user.sub, sessionId: request.user.sid },
+        request.body,
+        eventClient(request),
+      );
       reply.code(204);
       return undefined;
     },

@@ -1,6 +1,6 @@
 import { allowedRedirect } from '../auth/redirects.ts';
 import type { AppContext } from '../context.ts';
-import { presentedDeviceSignals } from './auth.ts';
+import { eventClient, presentedDeviceSignals } from './auth.ts';
 import type { HandlersFor } from './types.ts';
 
 type EmailCodeOperations = 'sendOtpEmail' | 'sendResetPasswordEmail' | 'exchangeResetPasswordToken' | 'resetPassword';
@@ -35,7 +35,7 @@ export function emailCodeHandlers(ctx: AppContext): HandlersFor<EmailCodeOperati
     },
 
     async resetPassword(request) {
-      await auth.resetPassword(request.body.otp, request.body.newPassword);
+      await auth.resetPassword(request.body.otp, request.body.newPassword, eventClient(request));
       return { message: 'Your password has been reset. Sign in with the new password.' };
     },
   } satisfies HandlersFor<EmailCodeOperations>;

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { FactorCaller } from '../auth/mfa/factors.ts';
 import type { AppContext } from '../context.ts';
-import { clientInfo, sessionResult } from './auth.ts';
+import { clientInfo, eventClient, sessionResult } from './auth.ts';
 import type { HandlersFor } from './types.ts';
 
 /** The caller of an operation that changes the factors, from its verified access token. */
@@ -10,6 +10,7 @@ const factorCaller = (request: FastifyRequest): FactorCaller => ({
   email: request.user.email,
   amr: request.user.amr,
   sessionId: request.user.sid,
+  client: eventClient(request),
 });
 
 type MfaOperations = 'listFactors' | 'createFactor' | 'deleteFactor' | 'regenerateRecoveryCodes' | 'verifyMfa';

@@ -34,7 +34,8 @@ export function oauthHandlers(ctx: AppContext): HandlersFor<OAuthOperations> {
     async handleOAuthCallback(request, reply) {
       const raw = request.raw.url ?? '';
       const query = raw.includes('?') ? raw.slice(raw.indexOf('?') + 1) : '';
-      const location = await auth.oauth.callback(request.params.provider, request.query, query);
+      const { ip, userAgent } = clientInfo(request, undefined);
+      const location = await auth.oauth.callback(request.params.provider, request.query, query, { ip, userAgent });
       reply.header('location', location).header('cache-control', 'no-store').code(302);
       return undefined;
     },

@@ -2,7 +2,7 @@ import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simp
 import type { FastifyRequest } from 'fastify';
 import type { PasskeyCaller } from '../auth/passkeys.ts';
 import type { AppContext } from '../context.ts';
-import { clientInfo, sessionResult } from './auth.ts';
+import { clientInfo, eventClient, sessionResult } from './auth.ts';
 import type { HandlersFor } from './types.ts';
 
 /** The caller of a passkey operation made with an access token. */
@@ -11,6 +11,7 @@ const passkeyCaller = (request: FastifyRequest): PasskeyCaller => ({
   email: request.user.email,
   amr: request.user.amr,
   sessionId: request.user.sid,
+  client: eventClient(request),
 });
 
 /**

@@ -1,4 +1,5 @@
 import type { AppContext } from '../context.ts';
+import { eventClient } from './auth.ts';
 import type { HandlersFor } from './types.ts';
 
 type ProfileOperations = 'getProfile' | 'updateCurrentProfile';
@@ -11,7 +12,8 @@ export function profileHandlers(ctx: AppContext): HandlersFor<ProfileOperations>
     },
 
     async updateCurrentProfile(request) {
-      return ctx.auth.profiles.updateProfile(request.user.sub, request.body.profile);
+      const caller = { userId: request.user.sub, sessionId: request.user.sid, client: eventClient(request) };
+      return ctx.auth.profiles.updateProfile(caller, request.body.profile);
     },
   } satisfies HandlersFor<ProfileOperations>;
 }

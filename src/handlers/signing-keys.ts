@@ -1,4 +1,7 @@
+import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
+import type { RecordChange } from '../db/repositories/signing-keys.ts';
+import { adminActor } from './auth.ts';
 import type { HandlersFor } from './types.ts';
 
 type SigningKeyOperations =
@@ -13,6 +16,25 @@ type SigningKeyOperations =
 const PUBLISHED_CACHE_CONTROL = 'public, max-age=300';
 
 const CLAIMS = ['sub', 'email', 'role', 'sid', 'token_use', 'iss', 'aud', 'iat', 'exp', 'jti', 'aal', 'amr'];
+
+/** An administrator's change of the keys in the audit log, written in the change's transaction. */
+function recordKeyChange(
+  ctx: AppContext,
+  request: FastifyRequest,
+  type: 'signing_key_created' | 'signing_key_rotated' | 'signing_key_revoked',
+  alg?: string,
+): RecordChange {
+  const actor = adminActor(request);
+  return (trx, kid) =>
+    ctx.audit.record(trx, {
+      type,
+      userId: null,
+      actorId: actor.userId,
+      sessionId: actor.sessionId,
+      client: actor.client,
+      details: alg === undefined ? { kid } : { kid, alg },
+    });
+}
 
 /**
  * Handlers of the `signing-keys` tag: the public keys for anyone, their management for
@@ -42,21 +64,25 @@ export function signingKeyHandlers(ctx: AppContext): HandlersFor<SigningKeyOpera
     },
 
     async createSigningKey(request, reply) {
-      const key = await ctx.signingKeys.create(request.body?.alg ?? 'ES256');
+      const alg = request.body?.alg ?? 'ES256';
+      const key = await ctx.signingKeys.create(alg, recordKeyChange(ctx, request, 'signing_key_created', alg));
       request.log.info({ adminId: request.user.sub, kid: key.kid, alg: key.alg }, 'signing keys: standby key created');
       reply.code(201);
       return key;
     },
 
     async rotateSigningKeys(request) {
-      const list = await ctx.signingKeys.rotate();
+      const list = await ctx.signingKeys.rotate(recordKeyChange(ctx, request, 'signing_key_rotated'));
       const current = list.find((k) => k.status === 'current');
       request.log.info({ adminId: request.user.sub, kid: current?.kid }, 'signing keys: rotated');
       return { keys: list };
     },
 
     async revokeSigningKey(request) {
-      const key = await ctx.signingKeys.revoke(request.params.kid);
+      const key = await ctx.signingKeys.revoke(
+        request.params.kid,
+        recordKeyChange(ctx, request, 'signing_key_revoked'),
+      );
       request.log.info({ adminId: request.user.sub, kid: key.kid }, 'signing keys: key revoked');
       return key;
     },

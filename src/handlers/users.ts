@@ -1,7 +1,8 @@
-import { toApiUser } from '../auth/user-view.ts';
+import { toAdminUser } from '../auth/user-view.ts';
 import type { AppContext } from '../context.ts';
 import { listUsersPage } from '../db/repositories/user-directory.ts';
 import { ApiError } from '../errors.ts';
+import { adminActor } from './auth.ts';
 import type { HandlersFor } from './types.ts';
 
 /** offset and limit arrive as strings of digits within their bounds (the schema's patterns). */
@@ -18,7 +19,7 @@ export function userHandlers(ctx: AppContext): HandlersFor<UserOperations> {
       const raw = request.query.search;
       const search = raw !== undefined && raw.trim() !== '' ? raw : undefined;
       const page = await listUsersPage(ctx.db, { offset, limit, search });
-      return { data: page.rows.map(toApiUser), pagination: { offset, limit, total: page.total } };
+      return { data: page.rows.map(toAdminUser), pagination: { offset, limit, total: page.total } };
     },
 
     async getUser(request) {
@@ -26,19 +27,16 @@ export function userHandlers(ctx: AppContext): HandlersFor<UserOperations> {
     },
 
     async updateUser(request) {
-      return ctx.auth.administration.updateUser({ userId: request.user.sub }, request.params.userId, request.body);
+      return ctx.auth.administration.updateUser(adminActor(request), request.params.userId, request.body);
     },
 
     async deleteUsers(request) {
-      const deletedCount = await ctx.auth.administration.deleteUsers(
-        { userId: request.user.sub },
-        request.body.userIds,
-      );
+      const deletedCount = await ctx.auth.administration.deleteUsers(adminActor(request), request.body.userIds);
       return { message: `${deletedCount} user${deletedCount === 1 ? '' : 's'} deleted`, deletedCount };
     },
 
     async deleteUserFactors(request, reply) {
-      if (!(await ctx.auth.factors.removeAllOf(request.params.userId))) {
+      if (!(await ctx.auth.factors.removeAllOf(request.params.userId, adminActor(request)))) {
         throw new ApiError('NOT_FOUND', 'No such user');
       }
       request.log.info(

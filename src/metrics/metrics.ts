@@ -6,6 +6,7 @@ import type { EmbeddingsEvents } from '../embeddings/embeddings-service.ts';
 import type { TokenCounterStats } from '../embeddings/token-counter.ts';
 import type { BreakerState } from '../embeddings/upstream-breaker.ts';
 import type { RealtimeEvents, RealtimeStats } from '../realtime/socket-server.ts';
+import { createWebhookMetrics } from './webhooks.ts';
 
 /**
  * What a rate limit counts by: the client's address, the signed-in user's requests, the address
@@ -27,6 +28,8 @@ export interface ScrapeSources {
   tokenCounting(): TokenCounterStats;
   realtime(): RealtimeStats;
   passwordHashing(): HashQueueStats;
+  /** The webhook events waiting for delivery; absent while webhooks are off. */
+  webhooksPending?(): Promise<number>;
 }
 
 const BREAKER_STATES: readonly BreakerState[] = ['closed', 'open', 'half-open'];
@@ -220,6 +223,8 @@ export function createMetrics() {
     registers,
   });
 
+  const webhooks = createWebhookMetrics(registers, () => sources?.webhooksPending?.());
+
   const auth: AuthEvents = {
     signIn: (result) => signIns.inc({ result }),
     emailVerification: (result) => verifications.inc({ result }),
@@ -262,6 +267,7 @@ export function createMetrics() {
     auth,
     embeddings,
     realtime,
+    webhooks,
   };
 }
 

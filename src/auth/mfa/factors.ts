@@ -1,6 +1,7 @@
 // An account's second factors (TOTP; passkeys, registered in passkeys.ts, are listed and removed here too): enrollment, the list, removal (by their owner or an administrator)
 // and the recovery codes. Proving a factor is second-step.ts.
 import { randomUUID } from 'node:crypto';
+import type { AdminActor, EventClient } from '../../audit/audit-trail.ts';
 import { lockUserById } from '../../db/repositories/mailbox-accounts.ts';
 import * as mfa from '../../db/repositories/mfa.ts';
 import * as passkeys from '../../db/repositories/passkeys.ts';
@@ -28,6 +29,8 @@ export interface FactorCaller {
   amr: readonly AuthMethod[] | undefined;
   /** The session (the token's `sid`): it must still be live once the account is locked. */
   sessionId: string;
+  /** Where the request came from (the audit log). */
+  client?: EventClient | undefined;
 }
 
 /** A factor as the contract shows it. */
@@ -106,11 +109,13 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
     const row = await db.transaction().execute(async (trx) => {
       if ((await mfa.lockAccountMfa(trx, account.userId)) === undefined) throw sessionEnded();
       await requireLiveSession(trx, account);
-      return mfa.insertFactor(
+      const inserted = await mfa.insertFactor(
         trx,
         { id, userId: account.userId, friendlyName, secretSealed: sealFactorSecret(deps, id, secret), now },
         MAX_FACTORS,
       );
+      if (inserted !== undefined) await recordFactorEvent(trx, 'factor_enrolled', account, 'totp', id);
+      return inserted;
     });
     if (row === undefined) throw new ApiError('FACTOR_STATE', `An account has at most ${MAX_FACTORS} factors`);
     const uri = totpUri(secret, config.mfa.issuer, account.email);
@@ -138,6 +143,8 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
       await requireLiveSession(trx, account);
       const deleted = await mfa.deleteFactor(trx, account.userId, factorId, kind);
       if (deleted === undefined) throw notFound();
+      const type = deleted.kind === 'passkey' ? 'passkey_removed' : 'factor_removed';
+      await recordFactorEvent(trx, type, account, deleted.kind, factorId);
       const notify = deleted.wasVerified ? locked.email : undefined;
       if (!deleted.wasVerified || (await mfa.refreshMfaEnabled(trx, account.userId))) return { ended: [], notify };
       await codes.removeRecoveryCodes(trx, { id: locked.id, email: locked.email }, now);
@@ -158,18 +165,47 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
       if (locked?.mfa_enabled !== true) {
         throw new ApiError('FACTOR_STATE', 'Recovery codes need a verified factor; enroll one first');
       }
-      return codes.issueRecoveryCodes(trx, { id: locked.id, email: locked.email }, now);
+      const issued = await codes.issueRecoveryCodes(trx, { id: locked.id, email: locked.email }, now);
+      await recordFactorEvent(trx, 'recovery_codes_regenerated', caller, 'recovery_code', undefined);
+      return issued;
+    });
+  }
+
+  /** A change to the caller's factors, in the audit log (with the change's transaction). */
+  function recordFactorEvent(
+    trx: Executor,
+    type: 'factor_enrolled' | 'factor_removed' | 'passkey_removed' | 'recovery_codes_regenerated',
+    caller: FactorCaller,
+    method: string,
+    factorId: string | undefined,
+  ): Promise<void> {
+    return deps.audit.record(trx, {
+      type,
+      method,
+      userId: caller.userId,
+      sessionId: caller.sessionId,
+      client: caller.client,
+      ...(factorId === undefined ? {} : { details: { factorId } }),
     });
   }
 
   /** An administrator removes every factor and recovery code of an account, and ends its sessions. */
-  async function removeAllOf(userId: string): Promise<boolean> {
+  async function removeAllOf(userId: string, actor: AdminActor): Promise<boolean> {
     const now = clock.now();
     const result = await db.transaction().execute(async (trx) => {
       const locked = await lockUserById(trx, userId);
       if (locked === undefined) return undefined;
       await mfa.removeSecondFactors(trx, userId);
-      return { ended: await sessions.revokeUserSessions(trx, userId, now), email: locked.email };
+      const ended = await sessions.revokeUserSessions(trx, userId, now);
+      await deps.audit.record(trx, {
+        type: 'user_factors_reset',
+        userId,
+        actorId: actor.userId,
+        sessionId: actor.sessionId,
+        client: actor.client,
+        details: { sessionsEnded: ended.length },
+      });
+      return { ended, email: locked.email };
     });
     if (result === undefined) return false;
     issuer.revoked(result.ended);

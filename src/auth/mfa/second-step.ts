@@ -1,3 +1,4 @@
+import type { EventClient } from '../../audit/audit-trail.ts';
 // The second step: a TOTP code of one of the account's factors, or a recovery code, raises the
 // caller's session to aal2 (as a new session: every token issued before the step stops working).
 import * as mfa from '../../db/repositories/mfa.ts';
@@ -48,6 +49,28 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
     input: SecondStepInput,
     client: ClientInfo,
   ): Promise<IssuedSession & { recoveryCodes?: string[] }> {
+    try {
+      return await verifyOnce(caller, input, client);
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 'INVALID_OTP') {
+        await deps.audit.record(db, {
+          type: 'mfa_verified',
+          outcome: 'failure',
+          method: 'factorId' in input ? 'totp' : 'recovery_code',
+          userId: caller.userId,
+          sessionId: caller.sessionId,
+          client,
+        });
+      }
+      throw err;
+    }
+  }
+
+  async function verifyOnce(
+    caller: { userId: string; sessionId: string; owesSecondStep: boolean },
+    input: SecondStepInput,
+    client: ClientInfo,
+  ): Promise<IssuedSession & { recoveryCodes?: string[] }> {
     const { userId } = caller;
     let step: number | undefined;
     let factorKey = RECOVERY_KEY;
@@ -75,7 +98,8 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
           await mfa.clearMfaAttempts(trx, userId, factorKey);
           if (accepted.wasVerified) return {};
           // A factor's first code: the account has a second factor from now on.
-          return { ...(await factorAdded(trx, account, input.factorId, now)), notice: 'added' };
+          const added = { kind: 'totp' as const, sessionId: caller.sessionId, client };
+          return { ...(await factorAdded(trx, account, input.factorId, now, added)), notice: 'added' };
         }
         if (!account.mfa_enabled || !(await codes.useRecoveryCode(trx, userId, input.recoveryCode, now))) {
           throw invalidOtp();
@@ -97,7 +121,16 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
     account: { id: string; email: string; mfa_enabled: boolean },
     keepFactor: string,
     now: Date,
+    added: { kind: 'totp' | 'passkey'; sessionId: string; client: EventClient },
   ): Promise<{ recoveryCodes?: string[]; ended: string[] }> {
+    await deps.audit.record(trx, {
+      type: added.kind === 'passkey' ? 'passkey_added' : 'factor_verified',
+      method: added.kind,
+      userId: account.id,
+      sessionId: added.sessionId,
+      client: added.client,
+      details: { factorId: keepFactor, firstFactor: !account.mfa_enabled },
+    });
     let recoveryCodes: string[] | undefined;
     if (!account.mfa_enabled) {
       recoveryCodes = await codes.issueRecoveryCodes(trx, { id: account.id, email: account.email }, now);

@@ -1,7 +1,10 @@
+import type { EventClient } from '../../audit/audit-trail.ts';
+import type { Config } from '../../config.ts';
 import * as accounts from '../../db/repositories/mailbox-accounts.ts';
 import * as oauth from '../../db/repositories/oauth.ts';
 import type { UserRow } from '../../db/repositories/users.ts';
 import * as users from '../../db/repositories/users.ts';
+import type { Executor } from '../../db/schema.ts';
 import { ApiError } from '../../errors.ts';
 import type { AuthDeps } from '../auth-context.ts';
 import { REFUSED_NAME_CHARACTERS } from '../profile-name.ts';
@@ -9,6 +12,42 @@ import type { UnprovenPasswords } from '../unproven-password.ts';
 import type { ProviderIdentity } from './provider-clients.ts';
 
 const disabled = () => new ApiError('ACCOUNT_DISABLED', 'This account is disabled');
+const linkRequired = () =>
+  new ApiError(
+    'OAUTH_LINK_REQUIRED',
+    'An account with this address exists and this provider does not link it by address; sign in to the account and link the provider from it',
+  );
+
+/** The deps of the linking rule: the database, the settings, the clock and the audit trail. */
+export type LinkingDeps = Pick<AuthDeps, 'db' | 'config' | 'clock' | 'audit'>;
+
+/** Whether the provider links identities to existing accounts by address (OAUTH_<NAME>_LINK_BY_EMAIL). */
+function linksByAddress(config: Pick<Config, 'oauthProviders'>, provider: string): boolean {
+  return config.oauthProviders.find((p) => p.name === provider)?.linkByEmail !== false;
+}
+
+/** Records a link in the audit log (and queues `user.updated`), in the link's transaction. */
+export function recordLinked(
+  deps: Pick<AuthDeps, 'audit'>,
+  trx: Executor,
+  link: {
+    user: { id: string; email: string };
+    provider: string;
+    identityId: string;
+    sessionId?: string | undefined;
+    client: EventClient | undefined;
+  },
+): Promise<void> {
+  return deps.audit.record(trx, {
+    type: 'identity_linked',
+    method: link.provider,
+    userId: link.user.id,
+    sessionId: link.sessionId,
+    client: link.client,
+    email: link.user.email,
+    details: { provider: link.provider, identityId: link.identityId },
+  });
+}
 
 /**
  * A provider's display name within the profile's rules: without the characters a profile name may
@@ -24,22 +63,33 @@ export function profileName(name: string | undefined): string | null {
 /**
  * The account a provider identity signs in to. The linking rule:
  *
- * - An identity already linked signs in to its account.
+ * - An identity already linked signs in to its account (linked by address, or from a session:
+ *   identities.ts).
  * - Otherwise the provider must assert a verified address (else OAUTH_EMAIL_UNVERIFIED): an
  *   unverified claim proves nothing about the mailbox, and would hand its account to whoever
  *   typed the address at the provider.
- * - An account with that address is linked only when its own address is verified too (else
- *   OAUTH_ACCOUNT_UNVERIFIED): an unverified account may have been made by someone else with
- *   the owner's address, and linking would let that person's password into the owner's account.
- *   Linking proves the mailbox again: a password the verification left unproven goes, with the
- *   account's sessions and other identities (unproven-password.ts).
+ * - An account with that address is linked by address only when that is allowed (else
+ *   OAUTH_LINK_REQUIRED): never an administrator's account (role admin, or the address of
+ *   ADMIN_EMAIL even before its account exists), since any configured issuer can assert any
+ *   address as verified, and one that does so for the administrator's would get an administrator's
+ *   session; not when the provider has OAUTH_<NAME>_LINK_BY_EMAIL=false; and not an identity the
+ *   account's owner unlinked. The owner links such an identity from a session instead.
+ * - It is linked only when its own address is verified too (else OAUTH_ACCOUNT_UNVERIFIED): an
+ *   unverified account may have been made by someone else with the owner's address, and linking
+ *   would let that person's password into the owner's account. Linking proves the mailbox again:
+ *   a password the verification left unproven goes, with the account's sessions and other
+ *   identities (unproven-password.ts).
  * - No account: a new one, verified, without a password, unless sign-ups are closed.
+ *
+ * Every link is recorded in the audit log (`identity_linked`) in its transaction; `client` is
+ * where the sign-in came from.
  */
 export async function accountForIdentity(
-  deps: Pick<AuthDeps, 'db' | 'config' | 'clock'>,
+  deps: LinkingDeps,
   provider: string,
   identity: ProviderIdentity,
   unproven: UnprovenPasswords,
+  client?: EventClient,
 ): Promise<UserRow> {
   const { db, config } = deps;
   const linked = await oauth.findUserByIdentity(db, provider, identity.subject);
@@ -51,9 +101,12 @@ export async function accountForIdentity(
     throw new ApiError('OAUTH_EMAIL_UNVERIFIED', 'The provider did not confirm an email address for this account');
   }
   const email = identity.email;
+  // The administrator's address, whether or not its account exists yet: an account made here now
+  // would become the administrator at the next start, with this identity linked to it.
+  if (config.admin !== undefined && email === config.admin.email) throw linkRequired();
   for (let attempt = 0; attempt < 2; attempt++) {
     const existing = await users.findUserByEmail(db, email);
-    if (existing !== undefined) return linkExisting(deps, provider, identity, existing, unproven);
+    if (existing !== undefined) return linkExisting(deps, provider, { ...identity, email }, existing, unproven, client);
     if (!config.allowSignUp) throw new ApiError('SIGN_UP_DISABLED', 'This service does not allow sign-ups');
     const created = await db.transaction().execute(async (trx) => {
       const user = await users.insertProviderUser(trx, {
@@ -65,7 +118,15 @@ export async function accountForIdentity(
             : undefined,
       });
       if (user === undefined) return undefined;
-      if (!(await oauth.linkIdentity(trx, user.id, provider, identity.subject))) return undefined;
+      await deps.audit.record(trx, { type: 'sign_up', method: provider, userId: user.id, client, email });
+      const identityId = await oauth.linkIdentity(trx, {
+        userId: user.id,
+        provider,
+        subject: identity.subject,
+        email,
+      });
+      if (identityId === undefined) return undefined;
+      await recordLinked(deps, trx, { user, provider, identityId, client });
       return { ...user, providers: [provider] };
     });
     if (created !== undefined) return created;
@@ -77,13 +138,16 @@ export async function accountForIdentity(
 }
 
 async function linkExisting(
-  deps: Pick<AuthDeps, 'db' | 'clock'>,
+  deps: LinkingDeps,
   provider: string,
-  identity: ProviderIdentity,
+  identity: ProviderIdentity & { email: string },
   existing: UserRow,
   unproven: UnprovenPasswords,
+  client: EventClient | undefined,
 ): Promise<UserRow> {
   if (existing.disabled_at !== null) throw disabled();
+  // Checked again under the account's lock below; here first, so that the refusal is this one.
+  if (!linksByAddress(deps.config, provider) || existing.role === 'admin') throw linkRequired();
   if (!existing.email_verified) {
     throw new ApiError(
       'OAUTH_ACCOUNT_UNVERIFIED',
@@ -98,8 +162,20 @@ async function linkExisting(
     .execute(async (trx) => {
       const locked = await accounts.lockUserById(trx, existing.id);
       if (locked === undefined) throw notLinked;
+      // Under the account's lock: a promotion to administrator, or an unlinking of this identity,
+      // that committed since the account was read is seen here.
+      if (locked.role === 'admin' || (await oauth.wasUnlinked(trx, locked.id, provider, identity.subject))) {
+        throw linkRequired();
+      }
       const removal = await unproven.removeOnProof(trx, locked, 'provider', deps.clock.now());
-      if (!(await oauth.linkIdentity(trx, existing.id, provider, identity.subject))) throw notLinked;
+      const identityId = await oauth.linkIdentity(trx, {
+        userId: existing.id,
+        provider,
+        subject: identity.subject,
+        email: identity.email,
+      });
+      if (identityId === undefined) throw notLinked;
+      await recordLinked(deps, trx, { user: locked, provider, identityId, client });
       return { removal, user: await users.findUserById(trx, existing.id) };
     })
     .catch((err: unknown) => (err === notLinked ? undefined : Promise.reject(err)));

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { EventClient } from '../../audit/audit-trail.ts';
 import * as oauth from '../../db/repositories/oauth.ts';
 import * as users from '../../db/repositories/users.ts';
 import { ApiError, type ErrorCode } from '../../errors.ts';
@@ -7,6 +8,7 @@ import type { BackgroundMail } from '../background-mail.ts';
 import { constantTimeEqual, newOpaqueToken, sha256Hex } from '../crypto.ts';
 import type { SessionIssuer } from '../session-issuer.ts';
 import { createUnprovenPasswords } from '../unproven-password.ts';
+import { createIdentities, type IdentityCaller } from './identities.ts';
 import { accountForIdentity } from './identity-accounts.ts';
 import { createProviderClients, type ProviderClient, ProviderRefused } from './provider-clients.ts';
 
@@ -19,14 +21,19 @@ const codeInvalid = () =>
   new ApiError('OAUTH_CODE_INVALID', 'The sign-in code is invalid or has expired; sign in again');
 const stateInvalid = () => new ApiError('OAUTH_STATE_INVALID', 'This sign-in is unknown or has expired; start again');
 
-/** Errors of a sign-in that go back to the app as `?error=<code>` rather than as a page of JSON. */
+/** Errors of a sign-in or a link that go back to the app as `?error=<code>` rather than as a page of JSON. */
 const REDIRECTED_ERRORS: readonly ErrorCode[] = [
   'OAUTH_EMAIL_UNVERIFIED',
   'OAUTH_ACCOUNT_UNVERIFIED',
+  'OAUTH_LINK_REQUIRED',
   'SIGN_UP_DISABLED',
   'ACCOUNT_DISABLED',
   'USER_ALREADY_EXISTS',
   'SERVICE_UNAVAILABLE',
+  // A link started from a session:
+  'IDENTITY_ALREADY_LINKED',
+  'SESSION_REVOKED',
+  'MFA_REQUIRED',
 ];
 
 /** The S256 PKCE challenge of a verifier (RFC 7636). */
@@ -39,6 +46,7 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer, mail:
   const { db, config, clock, log } = deps;
   const unproven = createUnprovenPasswords(sessions, mail);
   const clients = createProviderClients(config.oauthProviders, clock);
+  const identities = createIdentities(deps);
 
   function provider(name: string, route: 'built-in' | 'custom' | 'any'): ProviderClient {
     const client = clients.get(name);
@@ -51,14 +59,16 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer, mail:
 
   const callbackUrl = (name: string) => `${config.publicUrl}/api/auth/oauth/${encodeURIComponent(name)}/callback`;
 
-  /** The provider's authorization URL for a sign-in that ends at the app's (allowed) `redirectUri`. */
-  async function start(
-    name: string,
-    route: 'built-in' | 'custom',
+  /**
+   * The provider's authorization URL for a round trip that ends at the app's (allowed)
+   * `redirectUri`: a sign-in (the app's PKCE challenge) or a link (the account and session).
+   */
+  async function authorize(
+    client: ProviderClient,
     redirectUri: string,
-    codeChallenge: string,
+    purpose: { codeChallenge: string } | { link: { userId: string; sessionId: string } },
   ): Promise<string> {
-    const client = provider(name, route);
+    const name = client.config.name;
     const checks = { state: newOpaqueToken(), nonce: newOpaqueToken(), verifier: newOpaqueToken() };
     const authUrl = await client.authorizationUrl(callbackUrl(name), checks);
     const now = clock.now();
@@ -66,32 +76,63 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer, mail:
       state_hash: sha256Hex(checks.state),
       provider: name,
       redirect_uri: redirectUri,
-      code_challenge: codeChallenge,
       nonce: checks.nonce,
       provider_verifier: checks.verifier,
       expires_at: inSeconds(now, AUTHORIZATION_TTL_SECONDS),
       created_at: now,
+      ...('link' in purpose
+        ? { code_challenge: null, link_user_id: purpose.link.userId, link_session_id: purpose.link.sessionId }
+        : { code_challenge: purpose.codeChallenge }),
     });
     return authUrl;
   }
 
+  /** The provider's authorization URL for a sign-in that ends at the app's (allowed) `redirectUri`. */
+  async function start(
+    name: string,
+    route: 'built-in' | 'custom',
+    redirectUri: string,
+    codeChallenge: string,
+  ): Promise<string> {
+    return authorize(provider(name, route), redirectUri, { codeChallenge });
+  }
+
   /**
-   * The provider's return: where to send the browser (the app's redirect URI with a one-time code
-   * or an error). `query` is the raw query string the provider sent.
+   * The provider's authorization URL for linking one of its identities to the caller's account
+   * from the caller's session; the callback links it and ends at the app's (allowed) `redirectUri`.
+   */
+  async function startLink(caller: IdentityCaller, name: string, redirectUri: string): Promise<string> {
+    const client = clients.get(name);
+    if (client === undefined) {
+      throw new ApiError('INVALID_INPUT', 'body.provider names no OAuth provider of this service');
+    }
+    identities.requireRecentProof(caller);
+    if (await oauth.hasIdentityOf(db, caller.userId, name)) {
+      throw new ApiError('IDENTITY_ALREADY_LINKED', `This account already has a ${name} identity; unlink it first`);
+    }
+    return authorize(client, redirectUri, { link: { userId: caller.userId, sessionId: caller.sessionId } });
+  }
+
+  /**
+   * The provider's return: where to send the browser (the app's redirect URI with a one-time code,
+   * the linked provider's name, or an error). `query` is the raw query string the provider sent;
+   * `from` is where the browser's request came from (for the audit log).
    */
   async function callback(
     name: string,
     params: { state?: string | undefined; error?: string | undefined },
     query: string,
+    from?: EventClient,
   ): Promise<string> {
     const client = provider(name, 'any');
     if (params.state === undefined || params.state === '') throw stateInvalid();
     const started = await oauth.takeAuthorization(db, sha256Hex(params.state), clock.now());
     if (started === undefined || started.provider !== name) throw stateInvalid();
-    const back = (key: 'insforge_code' | 'error', value: string) => {
+    const back = (key: 'insforge_code' | 'linked' | 'error', value: string) => {
       const url = new URL(started.redirect_uri);
-      // Only the service says how the sign-in ended: values planted in the redirect URI go.
+      // Only the service says how the sign-in or link ended: values planted in the redirect URI go.
       url.searchParams.delete('insforge_code');
+      url.searchParams.delete('linked');
       url.searchParams.delete('error');
       url.searchParams.set(key, value);
       return url.href;
@@ -106,7 +147,14 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer, mail:
         nonce: started.nonce,
         verifier: started.provider_verifier,
       });
-      const user = await accountForIdentity(deps, name, identity, unproven);
+      if (started.link_user_id !== null && started.link_session_id !== null) {
+        const link = { userId: started.link_user_id, sessionId: started.link_session_id };
+        await identities.linkFromSession(link, name, identity, from);
+        return back('linked', name);
+      }
+      // A sign-in's row has a challenge (the table's check constraint).
+      if (started.code_challenge === null) throw stateInvalid();
+      const user = await accountForIdentity(deps, name, identity, unproven, from);
       const code = newOpaqueToken();
       const now = clock.now();
       await oauth.insertCode(db, {
@@ -174,7 +222,7 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer, mail:
       throw new ApiError('ID_TOKEN_INVALID', 'This ID token has already been used to sign in; get a new one');
     }
     try {
-      const user = await accountForIdentity(deps, body.provider, identity, unproven);
+      const user = await accountForIdentity(deps, body.provider, identity, unproven, client);
       return await sessions.start(user, client, 'id_token');
     } catch (err) {
       await oauth.forgetIdTokenUse(db, tokenHash).catch((forgetErr: unknown) => {
@@ -184,7 +232,14 @@ export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer, mail:
     }
   }
 
-  return { start, callback, exchange, signInWithIdToken };
+  return {
+    start,
+    startLink,
+    callback,
+    exchange,
+    signInWithIdToken,
+    identities: { list: identities.list, unlink: identities.unlink },
+  };
 }
 
 export type OAuthSignIn = ReturnType<typeof createOAuthSignIn>;

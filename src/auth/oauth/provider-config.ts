@@ -1,4 +1,5 @@
 import type { Env } from '../../config.ts';
+import { flag } from '../../config-formats.ts';
 
 /** The provider names InsForge's SDK sends to GET /api/auth/oauth/{provider}; others go to /custom/{provider}. */
 export const BUILT_IN_PROVIDER_NAMES = [
@@ -16,8 +17,11 @@ export const BUILT_IN_PROVIDER_NAMES = [
 ] as const;
 
 const NAME = /^[a-z0-9_-]{1,64}$/;
-/** Path segments next to the provider name that a provider may not be called. */
-const RESERVED_NAMES = new Set(['custom', 'exchange']);
+/**
+ * Names a provider may not have: path segments next to the provider name, and `email`, the name an
+ * account's own address has among its sign-in methods (user_providers).
+ */
+const RESERVED_NAMES = new Set(['custom', 'exchange', 'email']);
 
 /** Issuers the well-known names default to. Microsoft's is its tenant of personal accounts. */
 const DEFAULT_ISSUERS: Readonly<Record<string, string>> = {
@@ -32,6 +36,11 @@ interface ProviderBase {
   clientId: string;
   clientSecret: string;
   scopes: readonly string[];
+  /**
+   * Whether an identity not linked yet is linked to the existing account with the address the
+   * provider vouches for (OAUTH_<NAME>_LINK_BY_EMAIL, default true). Never to an administrator's.
+   */
+  linkByEmail: boolean;
 }
 
 /** An OpenID Connect provider, found by discovery from its issuer. */
@@ -93,6 +102,9 @@ export function oauthProvidersFrom(env: Env): readonly OAuthProviderConfig[] | s
     if (clientSecret === undefined)
       return `${prefix}CLIENT_SECRET is required for the provider ${JSON.stringify(name)}`;
     const builtIn = (BUILT_IN_PROVIDER_NAMES as readonly string[]).includes(name);
+    const linkSetting = flag.safeParse(setting('LINK_BY_EMAIL') ?? 'true');
+    if (!linkSetting.success) return `${prefix}LINK_BY_EMAIL must be true or false`;
+    const linkByEmail = linkSetting.data;
     const scopeSetting = setting('SCOPES');
     const scopes = scopeSetting?.split(/[\s,]+/).filter((s) => s !== '');
     if (name === 'github') {
@@ -110,6 +122,7 @@ export function oauthProvidersFrom(env: Env): readonly OAuthProviderConfig[] | s
         builtIn,
         clientId,
         clientSecret,
+        linkByEmail,
         scopes: Object.freeze(scopes ?? ['read:user', 'user:email']),
         baseUrl: urls.BASE_URL.replace(/\/+$/, ''),
         apiUrl: urls.API_URL.replace(/\/+$/, ''),
@@ -129,6 +142,7 @@ export function oauthProvidersFrom(env: Env): readonly OAuthProviderConfig[] | s
       builtIn,
       clientId,
       clientSecret,
+      linkByEmail,
       scopes: Object.freeze(scopes ?? ['openid', 'email', 'profile']),
       issuer,
     });

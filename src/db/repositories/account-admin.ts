@@ -26,11 +26,11 @@ export async function lockEnabledAdmins(db: Executor): Promise<string[]> {
 export async function lockAccounts(
   db: Executor,
   ids: readonly string[],
-): Promise<{ id: string; role: Role; disabled_at: Date | null }[]> {
+): Promise<{ id: string; email: string; role: Role; disabled_at: Date | null }[]> {
   if (ids.length === 0) return [];
   return db
     .selectFrom('users')
-    .select(['id', 'role', 'disabled_at'])
+    .select(['id', 'email', 'role', 'disabled_at'])
     .where('id', 'in', ids)
     .orderBy('id')
     .forUpdate()

@@ -112,7 +112,7 @@ export async function deleteFactor(db: Executor, userId: string, factorId: strin
       .where('user_id', '=', userId)
       .returning('status')
       .executeTakeFirst();
-    if (row !== undefined) return { wasVerified: row.status === 'verified' };
+    if (row !== undefined) return { wasVerified: row.status === 'verified', kind: 'totp' as const };
   }
   if (kind === 'totp') return undefined;
   const passkey = await db
@@ -121,7 +121,7 @@ export async function deleteFactor(db: Executor, userId: string, factorId: strin
     .where('user_id', '=', userId)
     .returning('id')
     .executeTakeFirst();
-  return passkey === undefined ? undefined : { wasVerified: true };
+  return passkey === undefined ? undefined : { wasVerified: true, kind: 'passkey' as const };
 }
 
 /** Deletes every factor of an account (its passkeys too) and its wrong-code counts. */

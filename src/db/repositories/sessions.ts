@@ -154,12 +154,14 @@ async function revokeWhere(
   db: Executor,
   now: Date,
   filter:
-    | { sessionId: string }
+    | { sessionId: string; ofUser?: string | undefined }
     | { userId: string; exceptSessionId?: string | undefined; belowAal2?: boolean | undefined },
 ): Promise<string[]> {
   const condition =
     'sessionId' in filter
-      ? sql`id = ${filter.sessionId}`
+      ? filter.ofUser === undefined
+        ? sql`id = ${filter.sessionId}`
+        : sql`id = ${filter.sessionId} and user_id = ${filter.ofUser} and expires_at > ${now}`
       : sql.join(
           [
             sql`user_id = ${filter.userId}`,
@@ -210,10 +212,36 @@ export async function listRevokedSince(db: Executor, since: Date): Promise<{ id:
     .execute();
 }
 
-/** Revokes one session; returns its id when this call revoked it (empty when it already was). */
-export function revokeSession(db: Executor, sessionId: string, now: Date): Promise<string[]> {
-  return revokeWhere(db, now, { sessionId });
+/**
+ * Revokes one session; returns its id when this call revoked it (empty when it already was). With
+ * `ofUser`, only a live (unexpired) session of that account.
+ */
+export function revokeSession(db: Executor, sessionId: string, now: Date, ofUser?: string): Promise<string[]> {
+  return revokeWhere(db, now, { sessionId, ofUser });
 }
+
+/** A session as its owner and administrators see it (GET /api/auth/sessions). */
+export type LiveSession = Pick<
+  SessionRow,
+  'id' | 'client_type' | 'created_at' | 'last_used_at' | 'expires_at' | 'ip' | 'user_agent' | 'aal'
+>;
+
+/** An account's live sessions (not revoked, not expired), the most recently used first. */
+export async function listLiveSessions(db: Executor, userId: string, now: Date): Promise<LiveSession[]> {
+  return db
+    .selectFrom('sessions')
+    .select(['id', 'client_type', 'created_at', 'last_used_at', 'expires_at', 'ip', 'user_agent', 'aal'])
+    .where('user_id', '=', userId)
+    .where('revoked_at', 'is', null)
+    .where('expires_at', '>', now)
+    .orderBy('last_used_at', 'desc')
+    .orderBy('id')
+    .limit(MAX_LISTED_SESSIONS)
+    .execute();
+}
+
+/** The most sessions a listing shows (the most recently used). */
+export const MAX_LISTED_SESSIONS = 200;
 
 /** Revokes every live session of a user, but for `exceptSessionId` when given; returns their ids. */
 export function revokeUserSessions(

@@ -87,11 +87,16 @@ export async function insertFirstKey(db: Executor, key: NewSigningKey, now: Date
   });
 }
 
+/** Records a change of the keys (the audit log) in its transaction, with the kid it concerns. */
+export type RecordChange = (trx: Executor, kid: string) => Promise<void>;
+const noRecord: RecordChange = async () => {};
+
 /** Adds a standby key; undefined when there is one already. */
 export async function insertStandbyKey(
   db: Executor,
   key: NewSigningKey,
   now: Date,
+  record: RecordChange = noRecord,
 ): Promise<SigningKeyRow | undefined> {
   return db.transaction().execute(async (trx) => {
     await lockKeys(trx);
@@ -99,6 +104,7 @@ export async function insertStandbyKey(
     if (standby !== undefined) return undefined;
     const row = await insert(trx, key, 'standby', now);
     await announce(trx, key.kid);
+    await record(trx, key.kid);
     return row;
   });
 }
@@ -112,6 +118,7 @@ export async function rotateKeys(
   db: Executor,
   fresh: NewSigningKey | undefined,
   now: Date,
+  record: RecordChange = noRecord,
 ): Promise<string | undefined> {
   return db.transaction().execute(async (trx) => {
     await lockKeys(trx);
@@ -131,6 +138,7 @@ export async function rotateKeys(
       .where('kid', '=', standby.kid)
       .execute();
     await announce(trx, standby.kid);
+    await record(trx, standby.kid);
     return standby.kid;
   });
 }
@@ -138,7 +146,12 @@ export async function rotateKeys(
 export type RevokeOutcome = { revoked: SigningKeyRow } | { refused: 'current' } | { refused: 'unknown' };
 
 /** Revokes a previous or standby key (a revoked one is answered as it is). */
-export async function revokeKey(db: Executor, kid: string, now: Date): Promise<RevokeOutcome> {
+export async function revokeKey(
+  db: Executor,
+  kid: string,
+  now: Date,
+  record: RecordChange = noRecord,
+): Promise<RevokeOutcome> {
   return db.transaction().execute(async (trx) => {
     await lockKeys(trx);
     const key = await trx.selectFrom('signing_keys').select(columns).where('kid', '=', kid).executeTakeFirst();
@@ -156,6 +169,7 @@ export async function revokeKey(db: Executor, kid: string, now: Date): Promise<R
       .returning(columns)
       .executeTakeFirstOrThrow();
     await announce(trx, kid);
+    await record(trx, kid);
     return { revoked };
   });
 }

@@ -114,12 +114,13 @@ export async function markEmailVerified(
 }
 
 /** Inserts an unverified account without a password unless the address is taken (nothing happens then). */
-export async function insertUnverifiedUser(db: Executor, email: string, name: string | null): Promise<void> {
-  await db
+export async function insertUnverifiedUser(db: Executor, email: string, name: string | null): Promise<boolean> {
+  const result = await db
     .insertInto('users')
     .values({ email, password_hash: null, profile: JSON.stringify({ name, avatar_url: null }) as never })
     .onConflict((oc) => oc.column('email').doNothing())
-    .execute();
+    .executeTakeFirst();
+  return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
 }
 
 /** Gives the account with this address the `email` provider, if it lacks it (nothing happens otherwise). */
@@ -165,4 +166,9 @@ export async function upsertAdmin(db: Executor, email: string, passwordHash: str
     .executeTakeFirstOrThrow();
   await addProvider(db, row.id, 'email', email);
   return row.id;
+}
+
+/** The account's known devices stop counting: every device signal was issued for an earlier epoch. */
+export async function forgetKnownDevices(db: Executor, userId: string): Promise<void> {
+  await db.updateTable('users').set({ device_epoch: sql`device_epoch + 1` }).where('id', '=', userId).execute();
 }
