@@ -1975,13 +1975,13 @@ export interface components {
          *
          *     | type | the event |
          *     |---|---|
-         *     | `sign_up` | an account was created by signing up |
-         *     | `email_verified` | the account's address was verified |
-         *     | `sign_in` | a first factor opened a session (`method`: `password`, `otp`, `link`, `oauth`, `id_token`, `passkey`); a failure is a refused sign-in |
+         *     | `sign_up` | an account was created: a sign-up (`method` `password`; a refused one at a taken address is a failure), a first emailed code (`otp`) or a provider's identity (the provider's name) |
+         *     | `email_verified` | the account's address was verified (`method`: `code` or `link`) |
+         *     | `sign_in` | a first factor opened a session (`method`: `password`, `otp` (an emailed code or a verification), `oauth`, `id_token`, `passkey`); a failure is a refused sign-in, with the account when the address has one |
          *     | `mfa_verified` | a second factor raised a session to `aal2` (`method`: the factor's type) |
          *     | `refresh_token_reused` | a retired refresh token was presented again: the session was ended as stolen |
          *     | `logout` | a session was ended by its own logout |
-         *     | `session_ended` | a session was ended otherwise (`details.by` says by what) |
+         *     | `session_ended` | a session was ended by its owner from another session or by an administrator (`details.by`: `self` or `administrator`) |
          *     | `password_changed` | the password was changed from a session |
          *     | `password_reset` | the password was set with an emailed reset code or link |
          *     | `factor_enrolled` | a second factor was enrolled (not yet verified) |
@@ -1993,8 +1993,6 @@ export interface components {
          *     | `identity_linked` | an OAuth or OpenID Connect identity was linked to the account |
          *     | `identity_unlinked` | a linked identity was removed |
          *     | `profile_updated` | the account's profile was changed |
-         *     | `user_created` | an account was created other than by signing up |
-         *     | `user_updated` | an administrator changed an account |
          *     | `user_role_changed` | an administrator changed an account's role |
          *     | `user_disabled` | an administrator disabled an account |
          *     | `user_enabled` | an administrator enabled an account again |
@@ -2005,7 +2003,7 @@ export interface components {
          *     | `signing_key_revoked` | a signing key was revoked |
          * @enum {string}
          */
-        AuditEventType: "sign_up" | "email_verified" | "sign_in" | "mfa_verified" | "refresh_token_reused" | "logout" | "session_ended" | "password_changed" | "password_reset" | "factor_enrolled" | "factor_verified" | "factor_removed" | "recovery_codes_regenerated" | "passkey_added" | "passkey_removed" | "identity_linked" | "identity_unlinked" | "profile_updated" | "user_created" | "user_updated" | "user_role_changed" | "user_disabled" | "user_enabled" | "user_deleted" | "user_factors_reset" | "signing_key_created" | "signing_key_rotated" | "signing_key_revoked";
+        AuditEventType: "sign_up" | "email_verified" | "sign_in" | "mfa_verified" | "refresh_token_reused" | "logout" | "session_ended" | "password_changed" | "password_reset" | "factor_enrolled" | "factor_verified" | "factor_removed" | "recovery_codes_regenerated" | "passkey_added" | "passkey_removed" | "identity_linked" | "identity_unlinked" | "profile_updated" | "user_role_changed" | "user_disabled" | "user_enabled" | "user_deleted" | "user_factors_reset" | "signing_key_created" | "signing_key_rotated" | "signing_key_revoked";
         /** @description One or more `AuditEventType` values, comma-separated, without spaces. */
         AuditEventTypeList: string;
         /**
@@ -2064,9 +2062,9 @@ export interface components {
          *
          *     | type | announces |
          *     |---|---|
-         *     | `user.created` | `sign_up`, `user_created` |
+         *     | `user.created` | `sign_up` |
          *     | `user.verified` | `email_verified` |
-         *     | `user.updated` | `user_updated`, `user_role_changed`, `user_enabled`, `profile_updated`, `identity_linked`, `identity_unlinked` |
+         *     | `user.updated` | `user_role_changed`, `user_enabled`, `profile_updated`, `identity_linked`, `identity_unlinked` |
          *     | `user.disabled` | `user_disabled` |
          *     | `user.deleted` | `user_deleted` |
          *     | `session.created` | a sign-up, verification or sign-in that opened a session |

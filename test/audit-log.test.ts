@@ -9,7 +9,7 @@ import { sql } from 'kysely';
 import t from 'tap';
 import { encodeCursor, parseInstant } from '../src/audit/audit-view.ts';
 import { AUDIT_EVENT_TYPES, OWN_HISTORY_TYPES } from '../src/audit/event-types.ts';
-import { sweepAuditLog } from '../src/auth/housekeeping.ts';
+import { startAuthHousekeeping, sweepAuditLog } from '../src/auth/housekeeping.ts';
 import { insertAuditRow, type NewAuditRow } from '../src/db/repositories/audit-log.ts';
 import { specDocument } from '../src/spec.ts';
 import { ADMIN_PASSWORD, bearer, buildAccountsApp } from './helpers/accounts.ts';
@@ -450,7 +450,13 @@ t.test('retention: entries older than AUDIT_RETENTION_DAYS are deleted, in bound
       (await sql<{ n: number | string }>`select count(*) as n from audit_log where user_id = ${userId}`.execute(db))
         .rows[0]?.n,
     );
-  for (let i = 0; i < 80 && (await count(expiring)) > 1; i++) await new Promise((r) => setTimeout(r, 250));
+  // The app's own first run may have come before the entries were written (a slow start): a
+  // housekeeping of the same kind, started now, runs 5 s from now whatever the app's did.
+  if ((await count(expiring)) > 1) {
+    const stop = startAuthHousekeeping(db, () => new Date(), a.app.log, { auditRetentionDays: RETENTION_DAYS });
+    for (let i = 0; i < 120 && (await count(expiring)) > 1; i++) await new Promise((r) => setTimeout(r, 250));
+    await stop();
+  }
   t.equal(await count(expiring), 1, 'the housekeeping deleted the entry past the retention and kept the younger');
   const kept = events(await list({ userId: expiring }));
   t.ok(Date.parse(kept[0]?.occurredAt ?? '') > Date.now() - RETENTION_DAYS * DAY_MS, 'the one kept is the younger');
