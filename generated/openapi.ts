@@ -1538,8 +1538,10 @@ export interface paths {
          *     types `sign_in`, `mfa_verified`, `refresh_token_reused`, `logout`
          *     and `session_ended`, with where they came from (address and user
          *     agent), so that a person can spot a sign-in that was not theirs.
-         *     Nothing of another account, and no other type, is returned. No
-         *     entry holds a secret: never a password, token or code.
+         *     Nothing of another account, and no other type, is returned: when
+         *     someone else acted (an administrator ended a session), the entry
+         *     says so by its `details.by` and `actorId`, `ip` and `userAgent` are
+         *     `null`. No entry holds a secret: never a password, token or code.
          *
          *     `type` narrows the list to some of those types; `since`, `until`,
          *     `cursor` and `limit` work as for `GET /api/auth/audit-log`. Entries
@@ -1981,9 +1983,10 @@ export interface components {
          *     | `mfa_verified` | a second factor raised a session to `aal2` (`method`: the factor's type) |
          *     | `refresh_token_reused` | a retired refresh token was presented again: the session was ended as stolen |
          *     | `logout` | a session was ended by its own logout |
-         *     | `session_ended` | a session was ended by its owner from another session or by an administrator (`details.by`: `self` or `administrator`) |
+         *     | `session_ended` | a session was ended: `details.by` says why: `self` (its owner, from a session), `administrator`, `password_change`, `password_reset`, `second_factor` (the account's first factor was added or its last removed, ending the sessions below `aal2`), `mailbox_proof` (an unverified or unproven account's mailbox was proven), `promotion` (`ADMIN_EMAIL` made the account the administrator) |
          *     | `password_changed` | the password was changed from a session |
          *     | `password_reset` | the password was set with an emailed reset code or link |
+         *     | `password_removed` | a password the mailbox's owner had not chosen (left unproven by a verification without the sign-up's binding) was removed when the owner proved the mailbox; its identities (`identity_unlinked`) and sessions (`session_ended`, by `mailbox_proof`) went with it |
          *     | `factor_enrolled` | a second factor was enrolled (not yet verified) |
          *     | `factor_verified` | an enrolled factor was verified: it now counts |
          *     | `factor_removed` | a second factor was removed |
@@ -1993,7 +1996,8 @@ export interface components {
          *     | `identity_linked` | an OAuth or OpenID Connect identity was linked to the account |
          *     | `identity_unlinked` | a linked identity was removed |
          *     | `profile_updated` | the account's profile was changed |
-         *     | `user_role_changed` | an administrator changed an account's role |
+         *     | `user_created` | the service made the administrator's account from `ADMIN_EMAIL` at start (no actor) |
+         *     | `user_role_changed` | an administrator changed an account's role, or `ADMIN_EMAIL` made an existing account the administrator at start (no actor) |
          *     | `user_disabled` | an administrator disabled an account |
          *     | `user_enabled` | an administrator enabled an account again |
          *     | `user_deleted` | an administrator deleted an account |
@@ -2003,7 +2007,7 @@ export interface components {
          *     | `signing_key_revoked` | a signing key was revoked |
          * @enum {string}
          */
-        AuditEventType: "sign_up" | "email_verified" | "sign_in" | "mfa_verified" | "refresh_token_reused" | "logout" | "session_ended" | "password_changed" | "password_reset" | "factor_enrolled" | "factor_verified" | "factor_removed" | "recovery_codes_regenerated" | "passkey_added" | "passkey_removed" | "identity_linked" | "identity_unlinked" | "profile_updated" | "user_role_changed" | "user_disabled" | "user_enabled" | "user_deleted" | "user_factors_reset" | "signing_key_created" | "signing_key_rotated" | "signing_key_revoked";
+        AuditEventType: "sign_up" | "email_verified" | "sign_in" | "mfa_verified" | "refresh_token_reused" | "logout" | "session_ended" | "password_changed" | "password_reset" | "password_removed" | "factor_enrolled" | "factor_verified" | "factor_removed" | "recovery_codes_regenerated" | "passkey_added" | "passkey_removed" | "identity_linked" | "identity_unlinked" | "profile_updated" | "user_created" | "user_role_changed" | "user_disabled" | "user_enabled" | "user_deleted" | "user_factors_reset" | "signing_key_created" | "signing_key_rotated" | "signing_key_revoked";
         /** @description One or more `AuditEventType` values, comma-separated, without spaces. */
         AuditEventTypeList: string;
         /**
@@ -2062,14 +2066,14 @@ export interface components {
          *
          *     | type | announces |
          *     |---|---|
-         *     | `user.created` | `sign_up` |
+         *     | `user.created` | `sign_up` (an account made without verification: at once; one awaiting verification: with its first verification), `user_created` |
          *     | `user.verified` | `email_verified` |
          *     | `user.updated` | `user_role_changed`, `user_enabled`, `profile_updated`, `identity_linked`, `identity_unlinked` |
          *     | `user.disabled` | `user_disabled` |
          *     | `user.deleted` | `user_deleted` |
          *     | `session.created` | a sign-up, verification or sign-in that opened a session |
          *     | `session.ended` | `logout`, `session_ended`, `refresh_token_reused` |
-         *     | `password.changed` | `password_changed`, `password_reset` |
+         *     | `password.changed` | `password_changed`, `password_reset`, `password_removed` |
          *     | `mfa.changed` | `factor_verified`, `factor_removed`, `recovery_codes_regenerated`, `passkey_added`, `passkey_removed`, `user_factors_reset` |
          * @enum {string}
          */

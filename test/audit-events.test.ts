@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { sql } from 'kysely';
 import t from 'tap';
 import { ADMIN_PASSWORD, accountCalls, bearer } from './helpers/accounts.ts';
+import { buildAnotherInstance } from './helpers/app.ts';
 import { buildAuthTestApp, newEmail, PASSWORD } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 
@@ -163,7 +164,9 @@ t.test('sign-up, verification, sign-ins, refresh-token reuse, logout, password c
     'sign_in:success',
     'logout:success',
     'sign_in:success',
+    'session_ended:success',
     'password_changed:success',
+    'session_ended:success',
     'password_reset:success',
     'sign_in:success',
   ]);
@@ -174,8 +177,10 @@ t.test('sign-up, verification, sign-ins, refresh-token reuse, logout, password c
   t.match(rows[3], { method: 'password', actor_id: null, session_id: null });
   t.match(rows[5], { actor_id: null, session_id: session.sessionId }, 'reuse: the service ended it');
   t.match(rows[7], { session_id: other.sessionId });
-  t.match(rows[9], { session_id: changer.sessionId, details: { sessionsEnded: Number } });
-  t.match(rows[11], { method: 'otp' });
+  t.match(rows[9], { session_id: rows[2]?.session_id, details: { by: 'password_change' } });
+  t.match(rows[10], { session_id: changer.sessionId, details: { sessionsEnded: 1 } });
+  t.match(rows[11], { session_id: changer.sessionId, actor_id: userId, details: { by: 'password_reset' } });
+  t.match(rows[13], { method: 'otp' });
   const unknown = await rowsOf(null);
   t.notOk(
     unknown.some((r) => JSON.stringify(r).includes(email)),
@@ -239,16 +244,20 @@ t.test('second factors: enrolled, verified, a wrong code, recovery codes, remove
   t.equal(removed.statusCode, 204);
   const userId = session.userId;
   const types = await typesOf(userId);
-  t.same(types.slice(-6), [
+  t.same(types.slice(-8), [
     'factor_enrolled:success',
     'mfa_verified:failure',
     'factor_verified:success',
+    // The first factor ends the account's sessions below aal2 (the sign-up's and this one).
+    'session_ended:success',
+    'session_ended:success',
     'mfa_verified:success',
     'recovery_codes_regenerated:success',
     'factor_removed:success',
   ]);
   const rows = await rowsOf(userId);
-  t.match(rows.at(-4), { method: 'totp', details: { factorId: id, firstFactor: true } });
+  t.match(rows.at(-6), { method: 'totp', details: { factorId: id, firstFactor: true } });
+  t.match(rows.at(-5), { details: { by: 'second_factor' } });
   t.match(rows.at(-3), { method: 'totp', details: { replacedSessionId: session.sessionId, aal: 'aal2' } });
 });
 
@@ -278,7 +287,7 @@ t.test('administrators: role, disable, enable, factors reset, delete, signing ke
 
   const rows = await rowsOf(target.userId);
   t.same(
-    rows.map((r) => r.type).filter((type) => type !== 'sign_up' && type !== 'email_verified' && type !== 'sign_in'),
+    rows.map((r) => r.type).filter((type) => !['sign_up', 'email_verified', 'sign_in', 'session_ended'].includes(type)),
     [
       'profile_updated',
       'user_role_changed',
@@ -288,6 +297,12 @@ t.test('administrators: role, disable, enable, factors reset, delete, signing ke
       'user_factors_reset',
       'user_deleted',
     ],
+  );
+  t.ok(
+    rows.some(
+      (r) => r.type === 'session_ended' && r.session_id === target.sessionId && r.details.by === 'administrator',
+    ),
+    "the promotion's revocation of its session is recorded as by the administrator",
   );
   for (const row of rows.filter((r) => r.type.startsWith('user_'))) {
     t.match(row, { actor_id: admin.userId, session_id: admin.sessionId, ip: '127.0.0.1' }, `${row.type}: by whom`);
@@ -335,6 +350,52 @@ t.test('administrators: role, disable, enable, factors reset, delete, signing ke
     { type: 'signing_key_rotated', actor_id: admin.userId, details: { kid } },
     { type: 'signing_key_revoked', actor_id: admin.userId, details: { kid: previous?.kid } },
   ]);
+});
+
+t.test('an emailed sign-in code that proves an unverified address: verified, its sessions ended', async (t) => {
+  const email = newEmail('audit-otp-verify');
+  t.equal((await s.signUp(email)).statusCode, 202);
+  const first = await s.firstMail(email);
+  keep(first.code, first.token);
+  clock.advance(120);
+  t.equal((await app.inject({ method: 'POST', url: '/api/auth/email/send-otp', payload: { email } })).statusCode, 202);
+  const otp = await s.nthMail(email, 2);
+  keep(otp.code, otp.token);
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/auth/sessions?client_type=mobile',
+    payload: { method: 'otp', email, otp: otp.code },
+  });
+  t.equal(res.statusCode, 200, res.body);
+  const body = res.json() as { accessToken: string; refreshToken: string; user: { id: string } };
+  keep(body.accessToken, body.refreshToken);
+  t.same(await typesOf(body.user.id), ['sign_up:success', 'email_verified:success', 'sign_in:success']);
+  t.match((await rowsOf(body.user.id))[1], { method: 'otp' });
+});
+
+t.test("the administrator's account, made from ADMIN_EMAIL at start, and a promotion at a restart", async (t) => {
+  t.match(await rowsOf(admin.userId), [{ type: 'user_created', actor_id: null, method: 'admin_email' }]);
+  const email = await s.verifiedAccount('audit-promoted');
+  const before = await calls.signIn(email);
+  keep(before.accessToken, before.refreshToken);
+  const restarted = await buildAnotherInstance(t, s, {
+    env: { ADMIN_EMAIL: email, ADMIN_PASSWORD: 'the promoted passphrase', SMTP_URL: s.config.smtpUrl ?? '' },
+  });
+  keep('the promoted passphrase');
+  t.ok(restarted, 'a restart names the account as ADMIN_EMAIL');
+  const rows = await rowsOf(before.userId);
+  t.match(
+    rows.find((r) => r.type === 'user_role_changed'),
+    {
+      actor_id: null,
+      method: 'admin_email',
+      details: { from: 'user', to: 'admin' },
+    },
+  );
+  t.ok(
+    rows.some((r) => r.type === 'session_ended' && r.session_id === before.sessionId && r.details.by === 'promotion'),
+    'its sessions ended, by the promotion',
+  );
 });
 
 t.test('no column of any row holds a password, code or token the flows used', async (t) => {

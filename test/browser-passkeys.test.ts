@@ -321,6 +321,21 @@ t.test('sign up, register a passkey, sign in with it alone, stay signed in, rena
   const afterDeletion = await passkeySignIn(page);
   t.equal(afterDeletion.status, 401, 'a deleted passkey no longer signs in');
   t.equal(afterDeletion.body.error, 'PASSKEY_REFUSED', JSON.stringify(afterDeletion.body));
+  // The audit log has the passkey's life: added (raising the session that registered it), the
+  // sign-in it opened, removed.
+  const audited = await service.database.handle.db
+    .selectFrom('audit_log')
+    .innerJoin('users', 'users.id', 'audit_log.user_id')
+    .select(['audit_log.type', 'audit_log.outcome', 'audit_log.method'])
+    .where('users.email', '=', email)
+    .where('audit_log.method', '=', 'passkey')
+    .orderBy('audit_log.id')
+    .execute();
+  t.same(
+    audited.map((r) => `${r.type}:${r.outcome}`),
+    ['passkey_added:success', 'mfa_verified:success', 'sign_in:success', 'passkey_removed:success'],
+    'the audit log: the passkey added, the session it raised, its sign-in, its removal',
+  );
   await screenshot(page, 'passkeys-flow');
 });
 

@@ -3,4 +3,4 @@
 // the fixed regressions).
 import { fuzzShare } from './helpers/fuzz-run.ts';
 
-fuzzShare(1, 2, 'test/fuzz-more.test.ts');
+fuzzShare(1, 3, 'test/fuzz-more.test.ts');

@@ -24,7 +24,7 @@ const deps = (env: Record<string, string> = {}) => ({
 const open = deps();
 const closed = deps({ ALLOW_SIGN_UP: 'false' });
 // No account here holds an unproven password (test/unproven-password.test.ts has those).
-const unproven = createUnprovenPasswords({ revoked: () => {} }, { send: () => {} });
+const unproven = createUnprovenPasswords({ revoked: () => {} }, { send: () => {} }, audit);
 const accountForIdentity = (deps: typeof open, provider: string, id: ProviderIdentity) =>
   accountFor(deps, provider, id, unproven);
 

@@ -200,6 +200,23 @@ t.test("administrators see and end an account's sessions; the directory shows ro
     'recorded as ended by the administrator',
   );
   t.same((await listOf(s.admin.accessToken, user.userId)).json(), { sessions: [] }, 'none left');
+  // In the person's own history, the ends show, not who ended them or from where.
+  const back = await s.signIn(user.email);
+  const own = await s.app.inject({
+    url: '/api/auth/audit-log/me?type=session_ended',
+    headers: { ...bearer(back.accessToken), 'user-agent': 'Phone/2.0' },
+  });
+  t.equal(own.statusCode, 200);
+  const ends = (
+    own.json() as {
+      events: { actorId: string | null; ip: string | null; userAgent: string | null; details: { by?: string } }[];
+    }
+  ).events;
+  t.equal(ends.length, 2);
+  t.ok(
+    ends.every((e) => e.details.by === 'administrator' && e.actorId === null && e.ip === null && e.userAgent === null),
+    "the administrator's id, address and user agent stay out",
+  );
 
   const disabled = await s.updateUser(s.admin.accessToken, user.userId, { disabled: true });
   t.equal(disabled.statusCode, 200);

@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.ts';
-import { insertAuditRow } from '../db/repositories/audit-log.ts';
-import { enqueueWebhookEvents } from '../db/repositories/webhook-outbox.ts';
+import { insertAuditRows, type NewAuditRow } from '../db/repositories/audit-log.ts';
+import { enqueueWebhookEvents, type QueuedEvent } from '../db/repositories/webhook-outbox.ts';
 import type { Executor } from '../db/schema.ts';
 import { type AuditEventType, announcedAs, type WebhookEventType } from './event-types.ts';
 
@@ -41,6 +41,29 @@ export interface AccountEvent {
   email?: string | undefined;
   /** The event opened the session `sessionId`: it is announced as `session.created` too. */
   opensSession?: boolean | undefined;
+  /** false: not announced as its type's webhook events (event-types.ts), only as `alsoAnnounce`. */
+  announce?: boolean | undefined;
+  /** Webhook events it is announced as besides its type's. */
+  alsoAnnounce?: readonly WebhookEventType[] | undefined;
+}
+
+/** Why sessions ended, as their `session_ended` entries say (`details.by`). */
+export type SessionEndCause =
+  | 'self'
+  | 'administrator'
+  | 'password_change'
+  | 'password_reset'
+  | 'second_factor'
+  | 'mailbox_proof'
+  | 'promotion';
+
+export interface EndedSessions {
+  userId: string;
+  sessionIds: readonly string[];
+  by: SessionEndCause;
+  /** Who ended them: the account itself unless given (an administrator; null for the service). */
+  actorId?: string | null | undefined;
+  client?: EventClient | null | undefined;
 }
 
 export interface AuditTrail {
@@ -50,6 +73,11 @@ export interface AuditTrail {
    * with it.
    */
   record(db: Executor, event: AccountEvent): Promise<void>;
+  /**
+   * One `session_ended` entry (and `session.ended` webhook) per session a change ended, written
+   * with as few statements as possible, in the change's transaction.
+   */
+  recordSessionsEnded(db: Executor, ended: EndedSessions): Promise<void>;
 }
 
 export interface AuditTrailOptions {
@@ -58,16 +86,23 @@ export interface AuditTrailOptions {
   webhookEvents: ReadonlySet<WebhookEventType>;
 }
 
+/** Events per webhook-outbox INSERT (4 parameters each). */
+const EVENTS_PER_STATEMENT = 1000;
+
 export function createAuditTrail(opts: AuditTrailOptions): AuditTrail {
   const { clock, webhookEvents } = opts;
-  return {
-    async record(db, event) {
-      const occurredAt = clock.now();
+
+  async function recordAll(db: Executor, events: readonly AccountEvent[]): Promise<void> {
+    const occurredAt = clock.now();
+    const timestamp = occurredAt.toISOString();
+    const rows: NewAuditRow[] = [];
+    const queued: QueuedEvent[] = [];
+    for (const event of events) {
       const outcome = event.outcome ?? 'success';
       const actorId = event.actorId === undefined ? event.userId : event.actorId;
       const sessionId = event.sessionId ?? null;
       const details = { ...event.details };
-      await insertAuditRow(db, {
+      rows.push({
         occurredAt,
         type: event.type,
         outcome,
@@ -79,33 +114,53 @@ export function createAuditTrail(opts: AuditTrailOptions): AuditTrail {
         userAgent: event.client?.userAgent?.slice(0, 512) ?? null,
         details,
       });
-      if (outcome !== 'success' || webhookEvents.size === 0) return;
-      const announced = announcedAs(event.type, event.opensSession === true).filter((t) => webhookEvents.has(t));
-      if (announced.length === 0) return;
-      const timestamp = occurredAt.toISOString();
-      await enqueueWebhookEvents(
-        db,
-        announced.map((type) => ({
+      if (outcome !== 'success' || webhookEvents.size === 0) continue;
+      const announced = [
+        ...(event.announce === false ? [] : announcedAs(event.type, event.opensSession === true)),
+        ...(event.alsoAnnounce ?? []),
+      ].filter((t) => webhookEvents.has(t));
+      for (const type of announced) {
+        queued.push({
           eventType: type,
           createdAt: occurredAt,
           payload: {
             type,
             timestamp,
             data: {
+              ...details,
               userId: event.userId,
               ...(event.email === undefined || !type.startsWith('user.') ? {} : { email: event.email }),
               ...(sessionId === null ? {} : { sessionId }),
               actorId,
               auditEvent: event.type,
               ...(event.method === undefined ? {} : { method: event.method }),
-              ...details,
             },
           },
+        });
+      }
+    }
+    await insertAuditRows(db, rows);
+    for (let at = 0; at < queued.length; at += EVENTS_PER_STATEMENT) {
+      await enqueueWebhookEvents(db, queued.slice(at, at + EVENTS_PER_STATEMENT));
+    }
+  }
+
+  return {
+    record: (db, event) => recordAll(db, [event]),
+    recordSessionsEnded: (db, ended) =>
+      recordAll(
+        db,
+        ended.sessionIds.map((sessionId) => ({
+          type: 'session_ended',
+          userId: ended.userId,
+          actorId: ended.actorId,
+          sessionId,
+          client: ended.client,
+          details: { by: ended.by },
         })),
-      );
-    },
+      ),
   };
 }
 
 /** A trail that records nothing (tests and tools that build the auth flows without one). */
-export const NO_AUDIT_TRAIL: AuditTrail = { record: async () => {} };
+export const NO_AUDIT_TRAIL: AuditTrail = { record: async () => {}, recordSessionsEnded: async () => {} };

@@ -25,7 +25,27 @@ export function createAdminAccount(deps: AuthDeps, issuer: SessionIssuer) {
     const ended = await db.transaction().execute(async (trx) => {
       const id = await users.upsertAdmin(trx, email, hash);
       await oneTimeCodes.deleteAccountCodes(trx, { id, email }, ['verification']);
-      return sessions.revokeUserSessions(trx, id, clock.now());
+      const revoked = await sessions.revokeUserSessions(trx, id, clock.now());
+      // Changes the service made by itself at start: no actor.
+      const event = { userId: id, actorId: null, email };
+      if (existing === undefined)
+        await deps.audit.record(trx, { ...event, type: 'user_created', method: 'admin_email' });
+      else if (existing.role !== 'admin') {
+        await deps.audit.record(trx, {
+          ...event,
+          type: 'user_role_changed',
+          method: 'admin_email',
+          details: { from: existing.role, to: 'admin' },
+        });
+      } else if (!samePassword) {
+        await deps.audit.record(trx, { ...event, type: 'password_changed', method: 'admin_password' });
+      }
+      await deps.audit.recordSessionsEnded(trx, {
+        ...event,
+        sessionIds: revoked,
+        by: existing?.role === 'admin' ? 'password_change' : 'promotion',
+      });
+      return revoked;
     });
     issuer.revoked(ended);
     if (existing && existing.role !== 'admin') {

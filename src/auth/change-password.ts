@@ -53,6 +53,7 @@ export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
       // Codes and links sent before (verification, sign-in, reset) must not undo this one.
       await oneTimeCodes.deleteAccountCodes(trx, user);
       const ended = await sessions.revokeUserSessions(trx, user.id, clock.now(), caller.sessionId);
+      await deps.audit.recordSessionsEnded(trx, { userId: user.id, sessionIds: ended, by: 'password_change', client });
       await deps.audit.record(trx, {
         type: 'password_changed',
         userId: user.id,

@@ -112,6 +112,8 @@ export function createEmailVerification(
       client: proof.client,
       email: user.email,
       details: { passwordSet: user.password_hash !== null, passwordProven: proven },
+      // Its sign-up was not announced (sign-up.ts): the account is, now that the mailbox is proven.
+      alsoAnnounce: config.requireEmailVerification ? ['user.created'] : [],
     });
     return { user, hasPassword: user.password_hash !== null };
   }

@@ -4,7 +4,6 @@ import type { AdminActor, EventClient } from '../audit/audit-trail.ts';
 import { lockUserById } from '../db/repositories/mailbox-accounts.ts';
 import * as sessions from '../db/repositories/sessions.ts';
 import * as users from '../db/repositories/users.ts';
-import type { Executor } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import { type AuthDeps, sessionEnded } from './auth-context.ts';
 import type { SessionIssuer } from './session-issuer.ts';
@@ -75,30 +74,17 @@ export function createOwnSessions(deps: AuthDeps, issuer: SessionIssuer) {
       }
       if (opts.forgetDevices) await users.forgetKnownDevices(trx, userId);
       const ids = await sessions.revokeUserSessions(trx, userId, now, opts.except);
-      await recordEnded(trx, userId, ids, opts.by, opts.actor);
+      await deps.audit.recordSessionsEnded(trx, {
+        userId,
+        sessionIds: ids,
+        by: opts.by,
+        actorId: opts.actor.userId,
+        client: opts.actor.client,
+      });
       return ids;
     });
     if (ended !== undefined) issuer.revoked(ended);
     return ended;
-  }
-
-  async function recordEnded(
-    trx: Executor,
-    userId: string,
-    ids: readonly string[],
-    by: 'self' | 'administrator',
-    actor: { userId: string; client: EventClient },
-  ): Promise<void> {
-    for (const sessionId of ids) {
-      await deps.audit.record(trx, {
-        type: 'session_ended',
-        userId,
-        actorId: actor.userId,
-        sessionId,
-        client: actor.client,
-        details: { by },
-      });
-    }
   }
 
   /** `others`: every session of the caller but the current; `all`: every one, and the known devices are forgotten. */

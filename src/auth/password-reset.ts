@@ -35,7 +35,7 @@ export function resetLink(page: string, token: string, redirectTo: string | unde
  */
 export function createPasswordReset(deps: AuthDeps, issuer: SessionIssuer, mail: BackgroundMail, codes: OneTimeCodes) {
   const { db, config, clock, signInThrottle } = deps;
-  const unproven = createUnprovenPasswords(issuer, mail);
+  const unproven = createUnprovenPasswords(issuer, mail, deps.audit);
 
   /**
    * Emails a fresh code and link to the account with this address unless it has none or is
@@ -121,6 +121,7 @@ export function createPasswordReset(deps: AuthDeps, issuer: SessionIssuer, mail:
       await accounts.setPasswordAfterReset(trx, user.id, hash);
       await oneTimeCodes.deleteAccountCodes(trx, user);
       const ended = await sessions.revokeUserSessions(trx, user.id, now);
+      await deps.audit.recordSessionsEnded(trx, { userId: user.id, sessionIds: ended, by: 'password_reset', client });
       await deps.audit.record(trx, {
         type: 'password_reset',
         userId: user.id,

@@ -29,7 +29,7 @@ export function createPasswordlessSignIn(
   codes: OneTimeCodes,
 ) {
   const { db, config, clock, signInThrottle } = deps;
-  const unproven = createUnprovenPasswords(issuer, mail);
+  const unproven = createUnprovenPasswords(issuer, mail, deps.audit);
 
   /**
    * Emails a fresh sign-in code (voiding the one before) to any address but a disabled account's,
@@ -92,6 +92,22 @@ export function createPasswordlessSignIn(
         await accounts.proveMailboxWithoutPassword(trx, account.id, input.name ?? null);
         await oneTimeCodes.deleteAccountCodes(trx, account, ['verification']);
         ended = await sessions.revokeUserSessions(trx, account.id, now);
+        await deps.audit.recordSessionsEnded(trx, {
+          userId: account.id,
+          sessionIds: ended,
+          by: 'mailbox_proof',
+          client,
+        });
+        // The account's first verification: a sign-up awaiting it was not announced (sign-up.ts).
+        await deps.audit.record(trx, {
+          type: 'email_verified',
+          method: 'otp',
+          userId: account.id,
+          client,
+          email,
+          details: { passwordSet: false, passwordProven: false },
+          alsoAnnounce: config.requireEmailVerification ? ['user.created'] : [],
+        });
       }
       const removal = await unproven.removeOnProof(trx, account, 'sign-in code', now);
       const user = await users.findUserById(trx, account.id);

@@ -23,11 +23,15 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
   const { db, config, clock } = deps;
 
   /**
-   * A sign-up in the audit log: `user.created` for a new account; a sign-up at an address that had
-   * an account already is recorded as refused (its answer tells the requester nothing).
+   * A sign-up in the audit log; a sign-up at an address that had an account already is recorded as
+   * refused (its answer tells the requester nothing).
    */
   function recordSignUp(trx: Executor, userId: string, email: string, client: ClientInfo, created: boolean) {
     return deps.audit.record(trx, {
+      // An account awaiting verification is announced (user.created) with its first verification:
+      // until then it may be anyone's, and a sign-up at a new address and at a taken one must run
+      // the same statements (the refused one queues nothing).
+      announce: !config.requireEmailVerification,
       type: 'sign_up',
       outcome: created ? 'success' : 'failure',
       method: 'password',

@@ -1,4 +1,5 @@
 import type { Transaction } from 'kysely';
+import type { AuditTrail } from '../audit/audit-trail.ts';
 import * as accounts from '../db/repositories/mailbox-accounts.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as sessions from '../db/repositories/sessions.ts';
@@ -24,7 +25,11 @@ export interface UnprovenPasswordRemoval {
 }
 
 /** Removing unproven passwords when the mailbox is proven again. */
-export function createUnprovenPasswords(issuer: Pick<SessionIssuer, 'revoked'>, mail: Pick<BackgroundMail, 'send'>) {
+export function createUnprovenPasswords(
+  issuer: Pick<SessionIssuer, 'revoked'>,
+  mail: Pick<BackgroundMail, 'send'>,
+  audit: AuditTrail,
+) {
   return {
     /**
      * In `trx`, with the account's row locked (FOR UPDATE): when its password is unproven, removes
@@ -43,6 +48,12 @@ export function createUnprovenPasswords(issuer: Pick<SessionIssuer, 'revoked'>, 
       const unlinked = await accounts.removeUnprovenPassword(trx, account.id);
       await oneTimeCodes.deleteAccountCodes(trx, account, ['verification']);
       const ended = await sessions.revokeUserSessions(trx, account.id, now);
+      const event = { userId: account.id, actorId: null, email: account.email };
+      await audit.record(trx, { ...event, type: 'password_removed', details: { proof } });
+      for (const provider of unlinked) {
+        await audit.record(trx, { ...event, type: 'identity_unlinked', method: provider, details: { provider } });
+      }
+      await audit.recordSessionsEnded(trx, { ...event, sessionIds: ended, by: 'mailbox_proof' });
       return { email: account.email, proof, unlinked, ended };
     },
 

@@ -73,6 +73,13 @@ export function createUserAdministration(deps: AuthDeps, issuer: SessionIssuer) 
       }
       const revoked = newRole !== undefined || disabling ? await revokeUserSessions(trx, target.id, now) : [];
       const event = { userId: target.id, actorId: actor.userId, sessionId: actor.sessionId, client: actor.client };
+      await deps.audit.recordSessionsEnded(trx, {
+        userId: target.id,
+        sessionIds: revoked,
+        by: 'administrator',
+        actorId: actor.userId,
+        client: actor.client,
+      });
       if (newRole !== undefined) {
         await deps.audit.record(trx, {
           ...event,

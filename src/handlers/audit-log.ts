@@ -1,4 +1,5 @@
 import {
+  type ApiAuditEvent,
   type ApiAuditEventList,
   decodeCursor,
   encodeCursor,
@@ -37,6 +38,7 @@ async function page(
   ctx: AppContext,
   query: PageQuery,
   filter: { userId: string | undefined; types: readonly AuditEventType[] | undefined },
+  show: (event: ApiAuditEvent) => ApiAuditEvent = (event) => event,
 ): Promise<ApiAuditEventList> {
   const before = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
   if (query.cursor !== undefined && before === undefined) {
@@ -54,9 +56,18 @@ async function page(
   const shown = rows.slice(0, limit);
   const last = shown.at(-1);
   return {
-    events: shown.map(toAuditEvent),
+    events: shown.map((entry) => show(toAuditEvent(entry))),
     nextCursor: rows.length > limit && last !== undefined ? encodeCursor(last.id) : null,
   };
+}
+
+/**
+ * An entry of one's own history: when someone else acted (an administrator who ended a session),
+ * who it was and where they were stay out (their id, address and user agent are theirs).
+ */
+function ownView(event: ApiAuditEvent, callerId: string): ApiAuditEvent {
+  if (event.actorId === null || event.actorId === callerId) return event;
+  return { ...event, actorId: null, ip: null, userAgent: null };
 }
 
 /** Handlers of the `audit` tag: the whole log (administrators: x-roles in openapi.yaml) and one's own history. */
@@ -78,7 +89,7 @@ export function auditLogHandlers(ctx: AppContext): HandlersFor<AuditOperations> 
       if (types.some((t) => !OWN_HISTORY_TYPES.includes(t))) {
         throw new ApiError('INVALID_INPUT', `query.type must name only ${OWN_HISTORY_TYPES.join(', ')}`);
       }
-      return page(ctx, request.query, { userId: request.user.sub, types });
+      return page(ctx, request.query, { userId: request.user.sub, types }, (event) => ownView(event, request.user.sub));
     },
   } satisfies HandlersFor<AuditOperations>;
 }

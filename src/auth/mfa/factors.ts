@@ -148,7 +148,14 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
       const notify = deleted.wasVerified ? locked.email : undefined;
       if (!deleted.wasVerified || (await mfa.refreshMfaEnabled(trx, account.userId))) return { ended: [], notify };
       await codes.removeRecoveryCodes(trx, { id: locked.id, email: locked.email }, now);
-      return { ended: await sessions.revokeUserSessionsBelowAal2(trx, account.userId, now), notify };
+      const ended = await sessions.revokeUserSessionsBelowAal2(trx, account.userId, now);
+      await deps.audit.recordSessionsEnded(trx, {
+        userId: account.userId,
+        sessionIds: ended,
+        by: 'second_factor',
+        client: account.client,
+      });
+      return { ended, notify };
     });
     issuer.revoked(ended);
     if (notify !== undefined) mail.send(secondFactorNotice(notify, 'removed'), undefined);
@@ -197,6 +204,13 @@ export function createFactors(deps: AuthDeps, issuer: SessionIssuer, codes: OneT
       if (locked === undefined) return undefined;
       await mfa.removeSecondFactors(trx, userId);
       const ended = await sessions.revokeUserSessions(trx, userId, now);
+      await deps.audit.recordSessionsEnded(trx, {
+        userId,
+        sessionIds: ended,
+        by: 'administrator',
+        actorId: actor.userId,
+        client: actor.client,
+      });
       await deps.audit.record(trx, {
         type: 'user_factors_reset',
         userId,

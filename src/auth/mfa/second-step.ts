@@ -138,6 +138,12 @@ export function createSecondStep(deps: AuthDeps, issuer: SessionIssuer, codes: O
     }
     await mfa.refreshMfaEnabled(trx, account.id);
     const ended = await sessions.revokeUserSessionsBelowAal2(trx, account.id, now);
+    await deps.audit.recordSessionsEnded(trx, {
+      userId: account.id,
+      sessionIds: ended,
+      by: 'second_factor',
+      client: added.client,
+    });
     return recoveryCodes === undefined ? { ended } : { recoveryCodes, ended };
   }
 

@@ -44,7 +44,7 @@ function s256(verifier: string): string {
 /** Sign-in with OAuth 2 / OpenID Connect providers: the redirect flow, the code exchange, and ID tokens. */
 export function createOAuthSignIn(deps: AuthDeps, sessions: SessionIssuer, mail: BackgroundMail) {
   const { db, config, clock, log } = deps;
-  const unproven = createUnprovenPasswords(sessions, mail);
+  const unproven = createUnprovenPasswords(sessions, mail, deps.audit);
   const clients = createProviderClients(config.oauthProviders, clock);
   const identities = createIdentities(deps);
 

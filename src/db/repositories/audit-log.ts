@@ -30,20 +30,35 @@ export interface NewAuditRow {
 }
 
 export async function insertAuditRow(db: Executor, row: NewAuditRow): Promise<void> {
+  await insertAuditRows(db, [row]);
+}
+
+/** Rows per INSERT: 10 parameters each, well within PostgreSQL's 65,535 per statement. */
+const ROWS_PER_STATEMENT = 1000;
+
+/** Writes entries in as few statements as it can (an account's ended sessions, say). */
+export async function insertAuditRows(db: Executor, rows: readonly NewAuditRow[]): Promise<void> {
+  for (let at = 0; at < rows.length; at += ROWS_PER_STATEMENT)
+    await insertChunk(db, rows.slice(at, at + ROWS_PER_STATEMENT));
+}
+
+async function insertChunk(db: Executor, rows: readonly NewAuditRow[]): Promise<void> {
   await db
     .insertInto('audit_log')
-    .values({
-      occurred_at: row.occurredAt,
-      type: row.type,
-      outcome: row.outcome,
-      method: row.method,
-      actor_id: row.actorId,
-      user_id: row.userId,
-      session_id: row.sessionId,
-      ip: row.ip,
-      user_agent: row.userAgent,
-      details: JSON.stringify(row.details),
-    })
+    .values(
+      rows.map((row) => ({
+        occurred_at: row.occurredAt,
+        type: row.type,
+        outcome: row.outcome,
+        method: row.method,
+        actor_id: row.actorId,
+        user_id: row.userId,
+        session_id: row.sessionId,
+        ip: row.ip,
+        user_agent: row.userAgent,
+        details: JSON.stringify(row.details),
+      })),
+    )
     .execute();
 }
 
