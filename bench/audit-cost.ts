@@ -26,7 +26,6 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
-import pg from 'pg';
 import { buildApp } from '../src/app.ts';
 import { createAuditTrail, NO_AUDIT_TRAIL } from '../src/audit/audit-trail.ts';
 import { systemClock } from '../src/clock.ts';
@@ -35,6 +34,7 @@ import { type DatabaseHandle, openDatabase } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { runLoad } from './lib/load.ts';
 import { writeResults } from './lib/report.ts';
+import { newScratchDatabase } from './lib/scratch-database.ts';
 
 const { values } = parseArgs({
   options: {
@@ -73,24 +73,12 @@ async function scratchDatabase(): Promise<{ config: DatabaseConfig; label: strin
   if (!serverUrl || serverUrl === 'memory://') {
     return { config: { kind: 'pglite-memory' }, label: 'PGlite (in memory)', drop: async () => {} };
   }
-  const host = new URL(serverUrl).hostname;
-  if (!['127.0.0.1', 'localhost', '[::1]'].includes(host)) throw new Error(`refusing ${host}: loopback only`);
-  const name = `audit_cost_${randomBytes(4).toString('hex')}`;
-  const admin = async (statement: string) => {
-    const client = new pg.Client({ connectionString: serverUrl });
-    await client.connect();
-    try {
-      await client.query(statement);
-    } finally {
-      await client.end();
-    }
-  };
-  await admin(`create database ${name}`);
-  const url = Object.assign(new URL(serverUrl), { pathname: `/${name}` }).toString();
+  process.env.DATABASE_URL = serverUrl;
+  const scratch = await newScratchDatabase('postgres', 'audit_cost');
   return {
-    config: { kind: 'postgres', url },
-    label: `PostgreSQL (database ${name}, dropped after)`,
-    drop: () => admin(`drop database if exists ${name} with (force)`),
+    config: { kind: 'postgres', url: scratch.env.DATABASE_URL ?? serverUrl },
+    label: `PostgreSQL (database ${scratch.label}, dropped after)`,
+    drop: scratch.drop,
   };
 }
 
