@@ -135,14 +135,16 @@ t.test('every link by address is recorded, with the address the provider vouched
   const existing = await passwordAccount('recorded-2@example.test', true);
   const linked = await accountForIdentity(open, 'corp', identity('s-21', 'recorded-2@example.test'));
   t.equal(linked.id, existing?.id);
-  for (const [user, subject] of [
-    [created, 's-20'],
-    [linked, 's-21'],
+  for (const [user, subject, made] of [
+    [created, 's-20', true],
+    [linked, 's-21', false],
   ] as const) {
     const [row] = await oauth.listIdentities(db, user.id);
     t.equal(row?.provider_account_id, subject);
     t.equal(row?.email, user.email, 'the address is kept with the link');
     t.same(await auditRows(user.id), [
+      // An account the identity made is a sign-up by that provider first.
+      ...(made ? [{ type: 'sign_up', method: 'corp', session_id: null, details: {} }] : []),
       {
         type: 'identity_linked',
         method: 'corp',
