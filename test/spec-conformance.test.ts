@@ -67,6 +67,9 @@ const SHRINK_BUDGET_MS = 10_000;
  * the password reset (which hashes the new password whatever the token) and the password change.
  * They get a third of the cases, mostly malformed ones (answered in milliseconds).
  */
+/** Operations whose valid cases may end the caller's own session (the administrator's, here). */
+const SESSION_ENDING: ReadonlySet<OperationId> = new Set<OperationId>(['endSessions', 'endSession', 'endUserSessions']);
+
 const SCRYPT_BOUND: ReadonlySet<OperationId> = new Set<OperationId>([
   'createUser',
   'createSession',
@@ -108,6 +111,8 @@ interface Fixtures {
   resetAdminProfile(): Promise<void>;
   /** An account of its own for changePassword, its password as it is now and a live session. */
   passwordUser: { email: string; password: string; token: string };
+  /** Signs the administrator in again when a case ended its session (SESSION_ENDING). */
+  renewAdminIfEnded(): Promise<void>;
   /** Signs passwordUser in again (after its password changed, which ends its sessions). */
   renewPasswordUser(password: string): Promise<void>;
 }
@@ -169,6 +174,10 @@ function bodyFixtures(op: OperationModel, value: unknown, pick: number, fixtures
     } else if (typeof body.model === 'string') body.model = at(MODELS, pick);
   }
   if (op.id === 'signInWithIdToken' && typeof body.provider === 'string') body.provider = at(OIDC_PROVIDERS, pick);
+  if (op.id === 'startIdentityLink') {
+    if (typeof body.provider === 'string') body.provider = at([...OAUTH_BUILT_IN, ...OAUTH_CUSTOM], pick);
+    if (typeof body.redirect_uri === 'string') body.redirect_uri = allowedRedirect(body.redirect_uri, pick);
+  }
   if (op.id === 'publishRealtimeMessage' && typeof body.senderId === 'string') body.senderId = fixtures.adminId;
   // Now and then the right current password, so that a change goes through.
   if (op.id === 'changePassword' && typeof body.currentPassword === 'string' && pick % 4 === 0) {
@@ -441,6 +450,7 @@ async function send(
   if (op.id === 'changePassword' && res.statusCode >= 200 && res.statusCode < 300 && sent.kind === 'json') {
     await fixtures.renewPasswordUser(String((sent.value as { newPassword?: unknown }).newPassword));
   }
+  if (SESSION_ENDING.has(op.id) && res.statusCode >= 200 && res.statusCode < 300) await fixtures.renewAdminIfEnded();
   let parsed: Answer['parsed'];
   try {
     parsed = JSON.parse(res.body);
@@ -566,7 +576,7 @@ async function setUp(t: Test): Promise<Fixtures> {
   if (signUp.statusCode !== 201) throw new Error(`sign-up answered ${signUp.statusCode} ${signUp.body}`);
   passwordUser.token = (signUp.json() as { accessToken: string }).accessToken;
   const db = database.handle.db;
-  return {
+  const fixtures: Fixtures = {
     app,
     clock,
     adminToken: session.accessToken,
@@ -584,6 +594,20 @@ async function setUp(t: Test): Promise<Fixtures> {
       passwordUser.password = password;
       passwordUser.token = (res.json() as { accessToken: string }).accessToken;
     },
+    renewAdminIfEnded: async () => {
+      const current = await app.inject({
+        url: '/api/auth/sessions/current',
+        headers: { authorization: `Bearer ${fixtures.adminToken}` },
+      });
+      if (current.statusCode === 200) return;
+      const again = await app.inject({
+        method: 'POST',
+        url: '/api/auth/sessions?client_type=mobile',
+        payload: { email: ADMIN_EMAIL, password: PASSWORD },
+      });
+      if (again.statusCode !== 200) throw new Error(`administrator sign-in answered ${again.statusCode} ${again.body}`);
+      fixtures.adminToken = (again.json() as { accessToken: string }).accessToken;
+    },
     // The profile's limits count the fields already stored: each case starts from an empty one.
     resetAdminProfile: async () => {
       await db
@@ -593,6 +617,7 @@ async function setUp(t: Test): Promise<Fixtures> {
         .execute();
     },
   };
+  return fixtures;
 }
 
 // Run alone (node test/spec-conformance.test.ts) the file would get tap's 30 s; larger runs take longer.

@@ -66,19 +66,25 @@ t.test('GET /api/auth/users', async (t) => {
     );
   });
 
-  t.test('each item is the spec’s User', async (t) => {
+  t.test('each item is the spec’s AdminUser: the User, its role and whether it is disabled', async (t) => {
     const ann = (await list({ search: 'ann.lee' })).json().data[0];
     if (ann === undefined) throw new Error('Ann is not listed');
     t.same(Object.keys(ann).sort(), [
       'createdAt',
+      'disabled',
+      'disabledAt',
       'email',
       'emailVerified',
       'id',
       'metadata',
       'profile',
       'providers',
+      'role',
       'updatedAt',
     ]);
+    t.equal(ann.role, 'user');
+    t.equal(ann.disabled, false);
+    t.equal(ann.disabledAt, null);
     t.match(ann.id, /^[0-9a-f-]{36}$/);
     t.same(ann.profile, { name: 'Ann Lee', avatar_url: null });
     t.same(ann.metadata, {});

@@ -17,15 +17,19 @@ function encodeCursor(row: Pick<WebhookOutboxRow, 'created_at' | 'id'>): string 
   return bytes.toString('base64url');
 }
 
-/** The end of the year 9999: a cursor past it was not made here (and would be out of the database's range). */
+/** The end of the year 9999: the database's range ends there. */
 const LATEST_CURSOR_MS = 253_402_300_799_999;
 
+/**
+ * Every 32-character cursor the contract's pattern admits decodes (24 bytes): a time outside the
+ * years 1970 to 9999, which no cursor given out holds, is brought within them, so that such a
+ * cursor gives a page (from the start, or an empty one) rather than an error the contract does not
+ * state.
+ */
 function decodeCursor(cursor: string): { createdAt: Date; id: string } {
   const bytes = Buffer.from(cursor, 'base64url');
-  const ms = bytes.length === 24 ? Number(bytes.readBigInt64BE()) : Number.NaN;
-  if (!(ms >= 0 && ms <= LATEST_CURSOR_MS)) {
-    throw new ApiError('INVALID_INPUT', 'querystring/cursor is not a cursor this operation returned');
-  }
+  if (bytes.length !== 24) throw new ApiError('INVALID_INPUT', 'query.cursor is not a cursor this operation returned');
+  const ms = Math.min(Math.max(Number(bytes.readBigInt64BE()), 0), LATEST_CURSOR_MS);
   const createdAt = new Date(ms);
   const hex = bytes.subarray(8).toString('hex');
   const id = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;

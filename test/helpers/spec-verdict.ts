@@ -171,6 +171,10 @@ export function specVerdict(op: OperationModel, params: readonly ParamEntry[], b
     } else {
       const refusal = check(op.body.pointer, body.value, 'body', 'body');
       if (refusal) refusals.push(refusal);
+      if (poisoned(body.value)) {
+        // The message is "The body is not valid JSON": it names the body.
+        refusals.push({ location: 'body', fields: ['body'], reason: 'a __proto__ key, or constructor.prototype' });
+      }
       const unstorable = unstorableFields(body.value, 'body');
       if (unstorable.length > 0) {
         refusals.push({ location: 'body', fields: unstorable, reason: 'strings with NUL or an unpaired surrogate' });
@@ -179,6 +183,30 @@ export function specVerdict(op: OperationModel, params: readonly ParamEntry[], b
   }
 
   return { accepts: refusals.length > 0 ? false : decidable ? true : undefined, refusals };
+}
+
+/**
+ * The spec's rule on prototype poisoning (openapi.yaml, info.description): no object of a JSON body
+ * has a key `__proto__`, nor a key `constructor` holding an object with a key `prototype`.
+ */
+function poisoned(value: unknown): boolean {
+  const stack = [value];
+  for (let next = stack.pop(); next !== undefined || stack.length > 0; next = stack.pop()) {
+    if (next === null || typeof next !== 'object') continue;
+    if (!Array.isArray(next)) {
+      if (Object.hasOwn(next, '__proto__')) return true;
+      const ctor = (next as Record<string, unknown>).constructor;
+      if (
+        Object.hasOwn(next, 'constructor') &&
+        ctor !== null &&
+        typeof ctor === 'object' &&
+        Object.hasOwn(ctor, 'prototype')
+      )
+        return true;
+    }
+    stack.push(...Object.values(next));
+  }
+  return false;
 }
 
 /**
