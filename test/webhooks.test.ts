@@ -386,7 +386,7 @@ t.test('retries end at the horizon: the event is dead-lettered and listed for ad
   });
   assertErrorBody(t, forbidden, 403, 'FORBIDDEN');
   assertErrorBody(t, await s.app.inject({ url: '/api/auth/webhook-deliveries' }), 401, 'UNAUTHORIZED');
-  for (const query of ['status=dead', 'limit=101', 'limit=0', 'cursor=short', `cursor=${'_'.repeat(32)}`]) {
+  for (const query of ['status=dead', 'limit=101', 'limit=0', 'cursor=short']) {
     assertErrorBody(
       t,
       await s.app.inject({ url: `/api/auth/webhook-deliveries?${query}`, headers: bearer(s.admin.accessToken) }),
@@ -394,6 +394,14 @@ t.test('retries end at the horizon: the event is dead-lettered and listed for ad
       'INVALID_INPUT',
     );
   }
+  // A cursor of the right shape that this service did not give out (its time before 1970) is a
+  // place in the list like any other, never an error the contract does not state.
+  const foreign = await s.app.inject({
+    url: `/api/auth/webhook-deliveries?cursor=${'_'.repeat(32)}`,
+    headers: bearer(s.admin.accessToken),
+  });
+  t.equal(foreign.statusCode, 200, foreign.body);
+  t.same((foreign.json() as { deliveries: unknown[] }).deliveries, [], 'nothing is older than 1970');
 
   t.equal(
     await s.metric('webhook_delivery_attempts_total', { result: 'dead' }),
