@@ -602,7 +602,7 @@ function routerExpectation(
   op: OperationModel,
   entries: ParamEntry[],
   resolve: (kind: FixtureKind) => string,
-): { statuses: number[]; why: string } | undefined {
+): { statuses: number[]; why: string; changesPath?: true } | undefined {
   for (const param of op.parameters.filter((p) => p.in === 'path')) {
     const entry = entries.find((e) => e.in === 'path' && e.name === param.name);
     const value = entry?.values[0] === undefined ? undefined : resolveFixtures(entry.values[0], resolve);
@@ -623,8 +623,32 @@ function routerExpectation(
     const last = new RegExp(`[:{]${param.name}}?$`).test(op.routePath);
     // (A "#" ends it only when sent raw: otherwise it is sent as %23, part of the segment.)
     if (decoded === '..' || (!last && (decoded === '.' || (entry?.raw === true && text.includes('#'))))) {
-      return { statuses: [400, 404, 405], why: `path ${param.name} ${JSON.stringify(text)} changes the path` };
+      return {
+        statuses: [400, 404, 405],
+        why: `path ${param.name} ${JSON.stringify(text)} changes the path`,
+        changesPath: true,
+      };
     }
+  }
+  return undefined;
+}
+
+/** The operation whose path a URL resolves to (dot segments removed, the fragment dropped), if any. */
+function operationAt(method: string, url: string): OperationModel | undefined {
+  const path = new URL(url, 'http://fuzz.invalid').pathname;
+  for (const id of operationIds) {
+    let model: OperationModel;
+    try {
+      model = operationModel(id);
+    } catch {
+      continue; // an operation the fuzzer has no generator for (its path is still matched by others)
+    }
+    if (model.method.toUpperCase() !== method.toUpperCase()) continue;
+    const pattern = model.specPath
+      .split(/\{[^}]+\}/)
+      .map((part) => part.replace(/[.*+?^$()|[\]\\]/g, '\\$&'))
+      .join('[^/]*');
+    if (new RegExp(`^${pattern}$`).test(path)) return model;
   }
   return undefined;
 }
@@ -841,11 +865,24 @@ async function runCase(c: FuzzCase, context: RunContext): Promise<void> {
     if (layer === undefined) problems.push('the HTTP layer refused a request that is valid HTTP/1.1');
     else if (layer !== 'either' && layer !== answer.status) problems.push(`expected the HTTP layer's ${layer}`);
   } else if (router !== undefined) {
-    // The URL does not address the operation: the router answers, before authentication and body.
+    // The URL does not address the operation. When the path it resolves to is another operation's,
+    // that operation answers (its own rules, authentication first); otherwise the router does,
+    // before authentication and body.
     if (layer === 400 || layer === 431) problems.push(`expected the HTTP layer's ${layer}, but the router answered`);
-    if (!router.statuses.includes(answer.status))
+    const other = router.changesPath ? operationAt(wire.method, wire.url) : undefined;
+    if (other !== undefined) {
+      if (answer.status >= 500) problems.push(`${router.why} to ${other.id}'s path: a ${answer.status}`);
+      const problem = contractProblem({
+        method: other.method,
+        routePath: other.routePath,
+        status: answer.status,
+        contentType,
+        body: answer.body === '' ? undefined : answer.body,
+      });
+      if (problem) problems.push(`${router.why} to ${other.id}'s path: contract: ${problem}`);
+    } else if (!router.statuses.includes(answer.status))
       problems.push(`${router.why}: expected the router's ${router.statuses.join(' or ')}, got ${answer.status}`);
-    const shape = errorBodyProblem(parsed, answer.status);
+    const shape = answer.status >= 200 && answer.status < 300 ? undefined : errorBodyProblem(parsed, answer.status);
     if (shape) problems.push(shape);
     if (violations.length > violationsBefore)
       problems.push(`contract check of the app: ${violations.slice(violationsBefore).join('; ')}`);
