@@ -34,12 +34,17 @@ function withNode(version: string, command: string, cwd: string): Promise<Run> {
       ['-c', `. "${root}/scripts/use-node.sh" ${version} 2>/dev/null && cd "${cwd}" && ${command}`],
       { env: { ...process.env, npm_config_update_notifier: 'false', CONTRACT_COVERAGE: '' }, timeout: 120_000 },
       (error, stdout, stderr) =>
-        resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr, ms: performance.now() - started }),
+        resolve({
+          code: error ? (typeof error.code === 'number' ? error.code : 1) : 0,
+          stdout,
+          stderr,
+          ms: performance.now() - started,
+        }),
     );
   });
 }
 
-t.test("the engines range, as scripts/check-node.cjs reads it", async (t) => {
+t.test('the engines range, as scripts/check-node.cjs reads it', async (t) => {
   t.equal(engines.node, '^22.19.0 || >=24.11.0');
   for (const [version, ok] of [
     ['20.20.2', false],
@@ -54,7 +59,11 @@ t.test("the engines range, as scripts/check-node.cjs reads it", async (t) => {
   ] as const) {
     t.equal(satisfies(version, engines.node), ok, `${version}: ${ok ? 'supported' : 'refused'}`);
   }
-  t.throws(() => satisfies('24.0.0', '~24.1.0'), /unsupported range "~24.1.0"/, 'a range form it cannot read is an error');
+  t.throws(
+    () => satisfies('24.0.0', '~24.1.0'),
+    /unsupported range "~24.1.0"/,
+    'a range form it cannot read is an error',
+  );
 });
 
 t.test(`Node ${OLD_NODE}: npm install, npm test and npm start stop at once with the fix`, async (t) => {
