@@ -25,8 +25,8 @@
  * address registers it, so every unknown sign-up uses a new address.
  *
  * The service runs from its build on loopback (bench/lib/setup.ts) in development mode without
- * SMTP_URL, so that mail is written to its log (LOG_LEVEL=warn keeps the rest of the log quiet);
- * the code that verifies the known-verified address is read from that log. Per-IP rate limits are
+ * SMTP_URL, so that mail is kept in its development inbox (LOG_LEVEL=warn keeps the log quiet);
+ * the code that verifies the known-verified address is read from /dev/inbox.json. Per-IP rate limits are
  * raised so that nothing is limited. The database is new and empty and is removed afterwards:
  * PostgreSQL (DATABASE_URL names the server, default postgres://postgres@127.0.0.1:5432/postgres;
  * a database enumeration_timing_<random> is created beside it and dropped) or PGlite (a temporary
@@ -162,8 +162,8 @@ try {
     RATE_LIMIT_SEND_VERIFICATION: '1000000',
     RATE_LIMIT_SIGN_IN: '1000000',
   };
-  // Development mode with SMTP_URL unset (an empty value is "not set"): mail goes to the log.
-  const { service, base } = await startBuiltService(started, {
+  // Development mode with SMTP_URL unset (an empty value is "not set"): mail goes to the development inbox.
+  const { base } = await startBuiltService(started, {
     NODE_ENV: 'development',
     SMTP_URL: '',
     LOG_LEVEL: 'warn',
@@ -205,23 +205,17 @@ try {
     if (sample.status !== status) throw new Error(`${what}: ${sample.status} ${sample.body.slice(0, 300)}`);
   };
 
-  /** The code mailed to `email`, read from the service's log (development mode logs every email). */
+  /** The code mailed to `email`, read from the development inbox (SMTP_URL unset keeps every email there). */
   const mailedCode = async (email: string): Promise<string> => {
     const until = Date.now() + 10_000;
     while (Date.now() < until) {
-      for (const line of service.output().split('\n')) {
-        if (!line.includes(email)) continue;
-        try {
-          const entry = JSON.parse(line) as { mail?: { to?: string; text?: string } };
-          const found = entry.mail?.to === email ? /\b(\d{6})\b/.exec(entry.mail.text ?? '') : null;
-          if (found?.[1]) return found[1];
-        } catch {
-          // not a JSON log line
-        }
-      }
+      const res = await fetch(`${base}/dev/inbox.json?to=${encodeURIComponent(email)}`);
+      const { messages } = (await res.json()) as { messages: Array<{ code: string | null }> };
+      const code = messages.find((m) => m.code !== null)?.code;
+      if (code) return code;
       await new Promise((r) => setTimeout(r, 50));
     }
-    throw new Error(`no code for ${email} in the service's log`);
+    throw new Error(`no code for ${email} in the development inbox`);
   };
 
   /** One address of each known kind for `operation`, made through the API as a user would. */

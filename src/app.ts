@@ -27,6 +27,7 @@ import { createEmbeddingsService } from './embeddings/embeddings-service.ts';
 import { errorHandler, notFoundHandler, toErrorResponse } from './errors.ts';
 import { clientErrorHandler, serverFactory } from './http-server.ts';
 import { acceptEmptyJsonBodies } from './json-body.ts';
+import { registerDevInbox } from './mail/dev-inbox.ts';
 import { createMailer } from './mail/mailer.ts';
 import { observeRequests } from './metrics/http.ts';
 import { createMetrics } from './metrics/metrics.ts';
@@ -324,6 +325,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   await registerContractDocs(app);
   await registerVerifyEmailPage(app, { auth, config });
   await registerResetPasswordPage(app, { auth, config });
+  if (mailer.inbox !== undefined) registerDevInbox(app, mailer.inbox, config.appName);
   await registerContractRoutes(app, ctx);
 
   return app;

@@ -40,6 +40,14 @@ const env = <S extends z.ZodType>(name: string, schema: S): Variable<S> => ({ na
 
 type Table = { readonly [key: string]: Variable | Table };
 
+/** A name people see: 1 to 64 characters, without a colon (authenticator apps split "issuer:account" there). */
+const productName = z
+  .string()
+  .trim()
+  .min(1, 'must be 1 to 64 characters')
+  .max(64, 'must be 1 to 64 characters')
+  .regex(/^[^:\p{Cc}]+$/u, 'must not contain a colon or a control character');
+
 /** Every variable, by where its value goes in Config (some become inputs of the settings loadConfig computes). */
 const variables = {
   nodeEnv: env(
@@ -96,18 +104,11 @@ const variables = {
    * (a path, or a scheme of a native app). Without AUTH_REDIRECT_ALLOWLIST, AUTH_REDIRECT_URL's origin.
    */
   authRedirectAllowlist: env('AUTH_REDIRECT_ALLOWLIST', redirectAllowlist.optional()),
-  /** Second factors: the issuer name authenticator apps show, and whether administrators need aal2. */
+  /** The product's name, on the pages emailed links open and in the emails; MFA_ISSUER's default. */
+  appName: env('APP_NAME', productName.default('Accounts')),
+  /** Second factors: the issuer name authenticator apps show (APP_NAME by default), and whether administrators need aal2. */
   mfa: {
-    issuer: env(
-      'MFA_ISSUER',
-      z
-        .string()
-        .trim()
-        .min(1, 'must be 1 to 64 characters')
-        .max(64, 'must be 1 to 64 characters')
-        .regex(/^[^:\p{Cc}]+$/u, 'must not contain a colon or a control character')
-        .default('Accounts'),
-    ),
+    issuer: env('MFA_ISSUER', productName.optional()),
     requiredForAdmins: env('MFA_REQUIRED_FOR_ADMINS', flag.default(false)),
   },
   /** Passkeys (WebAuthn): the relying party. Defaults: PUBLIC_URL's host; the service's name; PUBLIC_URL's origin and CORS_ORIGINS. */
@@ -351,6 +352,7 @@ interface Computed {
   /** An administrator account kept in place at every start. */
   admin: { email: string; password: string } | undefined;
   passwordHashing: { concurrency: number; maxWaiting: number; maxWaitingPerNetwork: number };
+  mfa: { issuer: string; requiredForAdmins: boolean };
   realtime: Omit<Declared['realtime'], 'adapter'> & { adapter: 'postgres' | 'redis' | 'memory' };
   /** The WebAuthn relying party: its id (a host), its name, the origins whose ceremonies count. */
   webauthn: { rpId: string; rpName: string; origins: readonly string[] };
@@ -499,7 +501,7 @@ function webauthnFrom(e: Declared, publicUrl: string): Computed['webauthn'] {
   const allowed = e.webauthn.origins ?? [
     ...new Set([publicOrigin, ...e.corsOrigins.filter((o) => fits(o) && secure(o))]),
   ];
-  return { rpId, rpName: e.webauthn.rpName ?? e.mfa.issuer, origins: allowed };
+  return { rpId, rpName: e.webauthn.rpName ?? e.mfa.issuer ?? e.appName, origins: allowed };
 }
 
 /** Validates the environment once into a frozen Config, or throws a ConfigError naming the first bad variable. */
@@ -538,6 +540,7 @@ export function loadConfig(environment: Env = process.env): Readonly<Config> {
       adminEmail !== undefined && adminPassword !== undefined
         ? { email: adminEmail.toLowerCase(), password: adminPassword }
         : undefined,
+    mfa: { ...e.mfa, issuer: e.mfa.issuer ?? e.appName },
     passwordHashing: {
       concurrency: e.passwordHashing.concurrency ?? Math.max(1, os.availableParallelism() - 1),
       maxWaiting,

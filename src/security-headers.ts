@@ -94,10 +94,10 @@ function helmetHeaders(config: Pick<Readonly<Config>, 'publicUrl'>, directives: 
 
 /**
  * Paths whose answers carry, or may carry, an access or refresh token, a one-time code or a CSRF
- * token: every auth operation (successes and errors alike), and the page that verification links
- * open (its URL holds the token).
+ * token: every auth operation (successes and errors alike), the pages that emailed links open (their
+ * URL holds the token), and the development inbox (/dev/inbox, its emails' codes and links).
  */
-const SECRET_BEARING_PATH = /^\/(api\/)?auth(\/|$)/;
+const SECRET_BEARING_PATH = /^\/((api\/)?auth|dev)(\/|$)/;
 
 /** Auth routes whose answers carry no secret and may be cached (they set their own Cache-Control). */
 const PUBLIC_AUTH_ROUTES = new Set(['/api/auth/public-config']);

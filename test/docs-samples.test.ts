@@ -28,10 +28,10 @@
  *   found in the answer, in order.
  * - Values a reader gets elsewhere are written as an assignment with a comment saying where from, which
  *   the runner fills in:
- *     `CODE=123456   # the code from the service's log`          the 6-digit code of the email sent since the last request
- *     `TOKEN=4f1e…   # the link token from the service's log`    the 64-hex link token of that email
+ *     `CODE=123456   # the code from /dev/inbox`          the 6-digit code of the email sent since the last request
+ *     `TOKEN=4f1e…   # the link token from /dev/inbox`    the 64-hex link token of that email
  *     `ACCESS_TOKEN=eyJ…   # accessToken from the answer above`   a field (dotted path) of the last answer
- *   and in TypeScript a string literal on a line ending in `// the code from the service's log` (or
+ *   and in TypeScript a string literal on a line ending in `// the code from /dev/inbox` (or
  *   `link token`) is replaced by the code read at that moment.
  * - `# the service logs: <message>` right after a command: a line of the service's log written after
  *   the command has that message (`…` matches anything), within 3 s.
@@ -131,6 +131,7 @@ const env = {
   PATH: process.env.PATH ?? '',
   HOME: process.env.HOME ?? '',
   DOCS_SERVICE_LOG: logFile,
+  DOCS_INBOX: `http://127.0.0.1:${port}/dev/inbox.json`,
   DOCS_MAIL_READ: path.join(work, 'mails-read'),
   DOCS_REQUEST_MARK: path.join(work, 'request-mark'),
 };

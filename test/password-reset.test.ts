@@ -420,9 +420,21 @@ t.test('the reset page: opening it spends nothing; posting the form sets the pas
   t.equal(done.headers['cache-control'], 'no-store');
   t.equal((await s.signIn(email, NEW_PASSWORD)).statusCode, 200, 'the new password signs in');
 
+  t.match(
+    page.body,
+    /<p class="app">Accounts<\/p>\n<h1>Choose a new password<\/h1>/,
+    'the product name above the heading',
+  );
+  t.match(done.body, /<h1>Password changed<\/h1>/, 'the heading says what happened');
+  t.notMatch(done.body, /Choose a new password/);
+
   const again = await formPost(s, { token, newPassword: 'another passphrase', confirmPassword: 'another passphrase' });
   t.equal(again.statusCode, 400);
   t.match(again.body, /invalid, has expired or was already used/, 'a spent token gets a clear error');
+  const reopened = await s.app.inject({ url: `/auth/reset-password?token=${token}` });
+  t.equal(reopened.statusCode, 400, 'a used link says so when it is opened, before anything is typed');
+  t.match(reopened.body, /invalid, has expired or was already used/);
+  t.notMatch(reopened.body, /<form/, 'and shows no form');
 });
 
 t.test('the reset page: bad tokens, escaping and what it refuses', async (t) => {
@@ -437,10 +449,16 @@ t.test('the reset page: bad tokens, escaping and what it refuses', async (t) => 
     t.match(res.body, /This link is incomplete/);
     t.notMatch(res.body, /<form/, 'no form without a token');
   }
-  const token = randomBytes(32).toString('hex');
-  const unknown = await formPost(s, { token, newPassword: NEW_PASSWORD, confirmPassword: NEW_PASSWORD });
+  const unknownToken = randomBytes(32).toString('hex');
+  const unknown = await formPost(s, { token: unknownToken, newPassword: NEW_PASSWORD, confirmPassword: NEW_PASSWORD });
   t.equal(unknown.statusCode, 400);
   t.match(unknown.body, /invalid, has expired or was already used/);
+  const opened = await s.app.inject({ url: `/auth/reset-password?token=${unknownToken}` });
+  t.equal(opened.statusCode, 400, 'an unknown link is refused when opened');
+  t.match(opened.body, /invalid, has expired or was already used/);
+  t.notMatch(opened.body, /<form/, 'without a form');
+
+  const token = (await s.resetMail(await s.account('escaping'))).token ?? '';
 
   const hostile = 'https://app.example.com/x?a="><script>alert(1)</script>';
   const allowed = await s.app.inject({

@@ -55,6 +55,13 @@ t.test('the link confirms the address and opens no session', async (t) => {
   const done = await post({ token });
   t.equal(done.statusCode, 200);
   t.match(done.body, /Your email address is confirmed/);
+  t.match(done.body, /<h1>Email address confirmed<\/h1>/, 'the heading says it is done');
+  t.notMatch(done.body, /Confirm your email address/, 'and no longer asks');
+  t.match(
+    page.body,
+    /<p class="app">Accounts<\/p>\n<h1>Confirm your email address<\/h1>/,
+    'APP_NAME above the heading',
+  );
   t.notMatch(done.body, /signed in/i, 'it does not claim a session');
   t.match(done.body, new RegExp(`<a href="${APP}/signed-up">Continue</a>`), 'Continue goes to AUTH_REDIRECT_URL');
   t.notMatch(String(done.headers['set-cookie'] ?? ''), /refresh_token/, 'no cookie');

@@ -79,6 +79,7 @@ export function createAuthService(deps: AuthDeps) {
     sendPasswordReset: passwordReset.sendPasswordReset,
     exchangeResetCode: passwordReset.exchangeResetCode,
     resetPassword: passwordReset.resetPassword,
+    resetLinkIsLive: passwordReset.resetLinkIsLive,
     sendVerification,
     verifyEmail,
     confirmEmail,

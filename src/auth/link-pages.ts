@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.ts';
 import { toErrorResponse } from '../errors.ts';
+import { escapeHtml, htmlPage } from '../html-page.ts';
 import { FORM_PAGE_CSP } from '../security-headers.ts';
 import { allowedRedirect } from './redirects.ts';
 
@@ -9,34 +10,6 @@ import { allowedRedirect } from './redirects.ts';
 
 /** A link's token: 64 hexadecimal characters. */
 const LINK_TOKEN = /^[0-9a-fA-F]{64}$/;
-
-export const escapeHtml = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string);
-
-function layout(title: string, body: string): string {
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<meta name="robots" content="noindex">
-<title>${escapeHtml(title)}</title>
-<style>
-  body { font-family: system-ui, sans-serif; max-width: 28rem; margin: 4rem auto; padding: 0 1rem; color: #1f2328; }
-  label { display: block; margin-top: 1rem; }
-  input[type=password] { width: 100%; box-sizing: border-box; font-size: 1rem; padding: 0.5rem; margin-top: 0.25rem; }
-  button { margin-top: 1.5rem; font-size: 1rem; padding: 0.6rem 1.2rem; border-radius: 6px; border: 0; background: #1f6feb; color: #fff; cursor: pointer; }
-  .error { color: #cf222e; }
-</style>
-</head>
-<body>
-<h1>${escapeHtml(title)}</h1>
-${body}
-</body>
-</html>
-`;
-}
 
 /** A paragraph for people: a status, or an error announced as an alert. */
 const message = (text: string, error = false) =>
@@ -62,14 +35,17 @@ function safeRedirect(config: Readonly<Config>, asked: string | undefined): stri
   }
 }
 
-function sendPage(reply: FastifyReply, status: number, title: string, body: string) {
-  return reply.code(status).type('text/html; charset=utf-8').send(layout(title, body));
+function sendPage(reply: FastifyReply, status: number, heading: string, appName: string, body: string) {
+  return reply.code(status).type('text/html; charset=utf-8').send(htmlPage({ heading, appName, body }));
 }
 
 /** What makes one link page: its path, words, form, and what posting the form does. */
 export interface LinkPage {
   path: string;
+  /** The heading while the page asks (and when it refuses). */
   title: string;
+  /** The heading once the form was taken. */
+  doneTitle: string;
   /** The form, with the link's token and redirect in hidden fields, and an error to show above it. */
   form(token: string, redirectTo: string | undefined, error?: string): string;
   /** Shown when the link has no well-formed token. */
@@ -78,6 +54,12 @@ export interface LinkPage {
   invalid: string;
   /** Shown when the work failed for another reason (a busy database, say). */
   retry: string;
+  /**
+   * Whether the link's token can still be used, asked before the form is shown (read only: a GET
+   * changes nothing), so that a used or expired link says so before anything is typed. Without it
+   * the form is shown and posting it tells.
+   */
+  live?(token: string): Promise<boolean>;
   /**
    * Does the page's work with the posted form (and the request and reply, for cookies): an error
    * that sends the form back, or the message of success.
@@ -98,7 +80,8 @@ export interface LinkPage {
  * gets FORM_PAGE_CSP; Cache-Control: no-store and the other headers come from security-headers.ts.
  */
 export async function registerLinkPage(app: FastifyInstance, config: Readonly<Config>, page: LinkPage) {
-  const send = (reply: FastifyReply, status: number, body: string) => sendPage(reply, status, page.title, body);
+  const send = (reply: FastifyReply, status: number, body: string, heading = page.title) =>
+    sendPage(reply, status, heading, config.appName, body);
   const options = { schema: { hide: true }, config: { csp: FORM_PAGE_CSP } };
   await app.register(async (scope) => {
     scope.removeContentTypeParser('application/json');
@@ -111,6 +94,7 @@ export async function registerLinkPage(app: FastifyInstance, config: Readonly<Co
     scope.get<{ Querystring: Record<string, string | undefined> }>(page.path, options, async (request, reply) => {
       const token = typeof request.query.token === 'string' ? request.query.token : '';
       if (!LINK_TOKEN.test(token)) return send(reply, 400, message(page.incomplete, true));
+      if (page.live !== undefined && !(await page.live(token))) return send(reply, 400, message(page.invalid, true));
       const asked = typeof request.query.redirect_to === 'string' ? request.query.redirect_to : undefined;
       return send(reply, 200, page.form(token, safeRedirect(config, asked)));
     });
@@ -131,7 +115,7 @@ export async function registerLinkPage(app: FastifyInstance, config: Readonly<Co
         return send(reply, body.statusCode >= 400 ? body.statusCode : 500, message(page.retry, true));
       }
       if ('error' in outcome) return send(reply, 400, page.form(token, redirect, outcome.error));
-      return send(reply, 200, message(outcome.done) + continueLink(redirect ?? config.authRedirectUrl));
+      return send(reply, 200, message(outcome.done) + continueLink(redirect ?? config.authRedirectUrl), page.doneTitle);
     });
   });
 }

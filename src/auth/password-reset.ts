@@ -3,6 +3,7 @@ import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as accounts from '../db/repositories/mailbox-accounts.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as sessions from '../db/repositories/sessions.ts';
+import { ApiError } from '../errors.ts';
 import { passwordResetEmail } from '../mail/templates.ts';
 import {
   type AuthDeps,
@@ -137,7 +138,18 @@ export function createPasswordReset(deps: AuthDeps, issuer: SessionIssuer, mail:
     await signInThrottle.recordSuccess(done.email);
   }
 
-  return { sendPasswordReset, exchangeResetCode, resetPassword };
+  /** Whether a reset link's token is still unused and unexpired (read only: the link's page asks before its form). */
+  async function resetLinkIsLive(token: string): Promise<boolean> {
+    try {
+      await codes.checkToken('password_reset_token', token);
+      return true;
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 'INVALID_OTP') return false;
+      throw err;
+    }
+  }
+
+  return { sendPasswordReset, exchangeResetCode, resetPassword, resetLinkIsLive };
 }
 
 export type PasswordReset = ReturnType<typeof createPasswordReset>;

@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.ts';
+import { escapeHtml } from '../html-page.ts';
 import type { AuthService } from './auth-service.ts';
-import { escapeHtml, linkFields, registerLinkPage } from './link-pages.ts';
+import { linkFields, registerLinkPage } from './link-pages.ts';
 
 // The page a password-reset link opens (unless RESET_PASSWORD_URL sends the link to an app): a form
 // for the new password, posted back here, which resets it as POST /api/auth/email/reset-password
@@ -25,12 +26,14 @@ ${linkFields(token, redirectTo)}  <label>New password (8 to 256 characters)
 /** GET and POST /auth/reset-password: the page of password-reset links (not part of the JSON API). */
 export async function registerResetPasswordPage(
   app: FastifyInstance,
-  deps: { auth: Pick<AuthService, 'resetPassword'>; config: Readonly<Config> },
+  deps: { auth: Pick<AuthService, 'resetPassword' | 'resetLinkIsLive'>; config: Readonly<Config> },
 ): Promise<void> {
   await registerLinkPage(app, deps.config, {
     path: RESET_PAGE_PATH,
     title: 'Choose a new password',
+    doneTitle: 'Password changed',
     form,
+    live: (token) => deps.auth.resetLinkIsLive(token),
     incomplete: 'This link is incomplete. Open the link from your email again, or ask for a new password-reset email.',
     invalid: 'This link is invalid, has expired or was already used. Ask for a new password-reset email.',
     retry: 'The password could not be set just now. Go back and try again in a moment.',

@@ -27,6 +27,7 @@ export async function registerVerifyEmailPage(
   await registerLinkPage(app, deps.config, {
     path: VERIFY_PAGE_PATH,
     title: 'Confirm your email address',
+    doneTitle: 'Email address confirmed',
     form,
     incomplete: 'This link is incomplete. Open the link from your email again, or enter the 6-digit code in the app.',
     invalid: 'This link is invalid, has expired or was already used. Ask the app for a new verification email.',

@@ -1,6 +1,8 @@
 import { createRequire } from 'node:module';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.ts';
+import { DevInbox, INBOX_PATH } from './dev-inbox.ts';
+import { withAppName } from './templates.ts';
 
 // Loaded only when SMTP is configured: about 60 ms at start.
 const requirePackage = createRequire(import.meta.url);
@@ -10,6 +12,10 @@ export interface MailMessage {
   subject: string;
   text: string;
   html: string;
+  /** The 6-digit code the email carries, if any (for the development inbox and log line). */
+  code?: string;
+  /** The link the email carries, if any. */
+  link?: string;
 }
 
 /** Sends mail; the only outgoing side effect of the accounts flow. */
@@ -20,20 +26,28 @@ export interface Mailer {
    * so, in the log where its reader waits for the email; the answer to the request never does.
    */
   notSent(to: string, reason: string): void;
+  /** Without SMTP_URL (development): where the emails are kept instead of being sent. */
+  readonly inbox?: DevInbox;
   close(): void;
 }
 
 /**
  * SMTP through nodemailer when SMTP_URL is set. Without it (never in production: config refuses)
- * every message is written to the log, code and link included, with a warning that nothing is sent.
+ * nothing is sent: every message goes to the development inbox (dev-inbox.ts) and one log line
+ * with its code and link. Every message carries APP_NAME.
  */
 export function createMailer(config: Readonly<Config>, log: FastifyBaseLogger): Mailer {
   if (config.smtpUrl === undefined) {
+    const inbox = new DevInbox();
+    const where = `${config.publicUrl}${INBOX_PATH}`;
     return {
+      inbox,
       async send(message) {
-        log.warn(
-          { mail: { to: message.to, subject: message.subject, text: message.text } },
-          'SMTP_URL is not set: this email was NOT sent; its content is logged instead (development only)',
+        const kept = inbox.add(withAppName(message, config.appName), new Date());
+        const carries = [kept.code && `code ${kept.code}`, kept.link && `link ${kept.link}`].filter(Boolean).join(', ');
+        log.info(
+          { mail: { id: kept.id, to: kept.to } },
+          `Email to ${kept.to} NOT sent (no SMTP_URL, development only): "${kept.subject}"${carries ? `, ${carries}` : ''}; see ${where}`,
         );
       },
       notSent(to, reason) {
@@ -46,7 +60,8 @@ export function createMailer(config: Readonly<Config>, log: FastifyBaseLogger): 
   const transport = nodemailer.createTransport(config.smtpUrl, { from: config.mailFrom });
   return {
     async send(message) {
-      await transport.sendMail({ from: config.mailFrom, ...message });
+      const { to, subject, text, html } = withAppName(message, config.appName);
+      await transport.sendMail({ from: config.mailFrom, to, subject, text, html });
     },
     notSent() {},
     close: () => transport.close(),

@@ -1,7 +1,14 @@
+import { escapeHtml } from '../html-page.ts';
 import type { MailMessage } from './mailer.ts';
 
-const escapeHtml = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string);
+/** The product's name (APP_NAME) at the top of the email, in both parts. */
+export function withAppName(message: MailMessage, appName: string): MailMessage {
+  return {
+    ...message,
+    text: `${appName}\n\n${message.text}`,
+    html: `<p style="color:#59636e">${escapeHtml(appName)}</p>\n${message.html}`,
+  };
+}
 
 /** What a verification email says to someone who did not ask for it. */
 const NOT_YOU =
@@ -21,6 +28,8 @@ export function verificationEmail(
   const expiry = `The code and the link expire in ${minutes} minutes and work once.`;
   return {
     to,
+    code,
+    link,
     subject: 'Confirm your email address',
     text: [
       'Confirm your email address.',
@@ -62,6 +71,8 @@ export function passwordResetEmail(to: string, code: string, link: string, minut
   const expiry = `The code and the link expire in ${minutes} minutes and work once. Resetting the password signs you out everywhere.`;
   return {
     to,
+    code,
+    link,
     subject: 'Reset your password',
     text: [
       'Someone asked to reset the password of the account with this email address.',
@@ -92,6 +103,7 @@ export function signInCodeEmail(to: string, code: string, minutes: number): Mail
   const expiry = `The code expires in ${minutes} minutes and works once. If this address has no account yet, signing in with it creates one.`;
   return {
     to,
+    code,
     subject: 'Your sign-in code',
     text: ['Sign in with this code.', '', `Your code: ${code}`, '', expiry, '', NOT_YOUR_SIGN_IN].join('\n'),
     html: `<p>Sign in with this code.</p>

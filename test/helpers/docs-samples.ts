@@ -192,14 +192,14 @@ export function shellScript(block: Block, port: number): { script: string; check
   return { script: out.join('\n'), checks };
 }
 
-/** `NAME=value   # the code from the service's log`, `# the link token from the service's log`, `# <path> from the answer above`. */
+/** `NAME=value   # the code from /dev/inbox`, `# the link token from /dev/inbox`, `# <path> from the answer above`. */
 function fillIn(line: string): string {
   const m = /^(\s*)(export\s+)?([A-Za-z_]\w*)=(\S+)(\s+#\s*(.*))$/.exec(line);
   if (!m) return line;
   const [, indent = '', exp = '', name = '', , comment = '', note = ''] = m;
   let value: string | undefined;
-  if (/\bcode from the service's log\b/.test(note)) value = `"$(__docs_mail code)"`;
-  else if (/\blink token from the service's log\b/.test(note)) value = `"$(__docs_mail token)"`;
+  if (/\bcode from \/dev\/inbox\b/.test(note)) value = `"$(__docs_mail code)"`;
+  else if (/\blink token from \/dev\/inbox\b/.test(note)) value = `"$(__docs_mail token)"`;
   else if (/^the ([\w-]+) header from the answer above\b/.test(note))
     value = `"$(__docs_header '${/^the ([\w-]+) header/.exec(note)?.[1]}')"`;
   else {
@@ -209,13 +209,13 @@ function fillIn(line: string): string {
   return value === undefined ? line : `${indent}${exp}${name}=${value}${comment}`;
 }
 
-/** TypeScript: `'…' // the code from the service's log` (or `link token`) is read from the log at run time. */
+/** TypeScript: `'…' // the code from /dev/inbox` (or `link token`) is read from the development inbox at run time. */
 export function typeScriptModule(block: Block, port: number, helper: string, sdk: string): string {
   const body = block.lines.map((raw) => {
     let l = withPort(raw, port).replace(/from 'accounts-embeddings-realtime-client'/, `from '${sdk}'`);
-    const kind = /\/\/.*\bcode from the service's log\b/.test(l)
+    const kind = /\/\/.*\bcode from \/dev\/inbox\b/.test(l)
       ? 'code'
-      : /\/\/.*\blink token from the service's log\b/.test(l)
+      : /\/\/.*\blink token from \/dev\/inbox\b/.test(l)
         ? 'token'
         : undefined;
     // The placeholder: a quoted 6-digit code (or 64-hex token, or `…`), else the line's first string.
@@ -291,18 +291,32 @@ export async function loggedAfter(
   }
 }
 
-/** The service's development mail in its log (JSON lines): each message's text and line number. */
-function mails(log: string): { line: number; text: string }[] {
-  const found: { line: number; text: string }[] = [];
+/** The emails the service's log announces (JSON lines): each one's line and development-inbox id. */
+function mails(log: string): { line: number; id: number }[] {
+  const found: { line: number; id: number }[] = [];
   for (const [line, entry] of log.split('\n').entries()) {
     if (!entry.includes('"mail"')) continue;
     try {
-      const parsed = JSON.parse(entry) as { mail?: { text?: string } };
-      if (typeof parsed.mail?.text === 'string') found.push({ line, text: parsed.mail.text });
+      const parsed = JSON.parse(entry) as { mail?: { id?: number } };
+      if (typeof parsed.mail?.id === 'number') found.push({ line, id: parsed.mail.id });
     } catch {
       // not a JSON line
     }
   }
+  return found;
+}
+
+/** An email of the development inbox (GET /dev/inbox.json), by its id. */
+// Unwrapped: in a TypeScript sample, fetch is wrapped below to mark the log before each request.
+const plainFetch = globalThis.fetch.bind(globalThis);
+
+async function inboxMessage(id: number): Promise<{ code: string | null; link: string | null; text: string }> {
+  const res = await plainFetch(process.env.DOCS_INBOX ?? '');
+  const { messages } = (await res.json()) as {
+    messages: Array<{ id: number; code: string | null; link: string | null; text: string }>;
+  };
+  const found = messages.find((m) => m.id === id);
+  if (found === undefined) throw new Error(`email #${id} is not in the development inbox`);
   return found;
 }
 
@@ -330,9 +344,9 @@ export async function docsMail(kind: 'code' | 'token'): Promise<string> {
     // At least one, and no other arriving for a moment.
     const newest = fresh[fresh.length - 1];
     if (newest !== undefined && fresh.length === seen) {
-      const text = newest.text;
-      const value = kind === 'code' ? /Your code: (\d{6})/.exec(text)?.[1] : /token=([0-9a-f]{64})/.exec(text)?.[1];
-      if (value === undefined) throw new Error(`the newest email holds no ${kind}:\n${text}`);
+      const mail = await inboxMessage(newest.id);
+      const value = kind === 'code' ? (mail.code ?? undefined) : /[?&]token=([0-9a-f]{64})/.exec(mail.link ?? '')?.[1];
+      if (value === undefined) throw new Error(`the newest email holds no ${kind}:\n${mail.text}`);
       writeFileSync(process.env.DOCS_MAIL_READ ?? '', String(newest.line + 1));
       return value;
     }
