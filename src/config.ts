@@ -444,8 +444,9 @@ function checkCombinations(e: Declared, database: DatabaseConfig): void {
     throw new ConfigError('REALTIME_ADAPTER=postgres needs DATABASE_URL to name a PostgreSQL server');
   }
   if ((e.adminEmail === undefined) !== (e.adminPassword === undefined)) {
+    const [set, missing] = e.adminEmail === undefined ? ['ADMIN_PASSWORD', 'ADMIN_EMAIL'] : ['ADMIN_EMAIL', 'ADMIN_PASSWORD'];
     throw new ConfigError(
-      `${e.adminEmail === undefined ? 'ADMIN_EMAIL' : 'ADMIN_PASSWORD'} must be set together with the other`,
+      `${set} is set without ${missing}: set both (the administrator's address and password) or neither`,
     );
   }
   if (e.metrics.port !== undefined && e.metrics.port === e.port) {

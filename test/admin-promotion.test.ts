@@ -62,3 +62,47 @@ t.test('start-up promoting an existing account to administrator revokes what its
   t.equal(asAdmin.statusCode, 200, "the administrator's own session lists users");
   assertErrorBody(t, await signIn('squatter password'), 401, 'INVALID_CREDENTIALS');
 });
+
+t.test(
+  'a restart with the same ADMIN_PASSWORD keeps the password the administrator set since; a new one replaces it',
+  async (t) => {
+    const email = newEmail('admin-own');
+    const env = (password: string) => ({
+      JWT_SECRET: 'k'.repeat(16) + 'y'.repeat(16),
+      ADMIN_EMAIL: email,
+      ADMIN_PASSWORD: password,
+    });
+    const first = await buildTestApp(t, { env: env(PASSWORD) });
+    const signIn = (api: typeof first.api, password: string) =>
+      api.post('/api/auth/sessions', { query: { client_type: 'mobile' }, body: { email, password } });
+    const session = JSON.parse((await signIn(first.api, PASSWORD)).body) as { accessToken: string };
+    const own = 'the administrator’s own passphrase';
+    const changed = await first.api.post('/api/auth/password', {
+      headers: { authorization: `Bearer ${session.accessToken}` },
+      body: { currentPassword: PASSWORD, newPassword: own },
+    });
+    t.equal(changed.statusCode, 204, 'the administrator changed their password');
+    const kept = JSON.parse((await signIn(first.api, own)).body) as { accessToken: string };
+
+    const restarted = await buildAnotherInstance(t, first, { env: env(PASSWORD), logLevel: 'info' });
+    t.equal((await signIn(restarted.api, own)).statusCode, 200, 'their password still signs in after the restart');
+    assertErrorBody(t, await signIn(restarted.api, PASSWORD), 401, 'INVALID_CREDENTIALS');
+    const current = await restarted.api.get('/api/auth/sessions/current', {
+      headers: { authorization: `Bearer ${kept.accessToken}` },
+    });
+    t.equal(current.statusCode, 200, 'and their sessions go on');
+    t.ok(
+      restarted.lines.some((l) => l.includes('the administrator has set another password since: theirs is kept')),
+      'the log says why ADMIN_PASSWORD was not applied',
+    );
+
+    const rotated = 'a new passphrase from the environment';
+    const third = await buildAnotherInstance(t, first, { env: env(rotated) });
+    t.equal((await signIn(third.api, rotated)).statusCode, 200, 'a new ADMIN_PASSWORD replaces it');
+    assertErrorBody(t, await signIn(third.api, own), 401, 'INVALID_CREDENTIALS');
+    const ended = await third.api.get('/api/auth/sessions/current', {
+      headers: { authorization: `Bearer ${kept.accessToken}` },
+    });
+    assertErrorBody(t, ended, 401, 'SESSION_REVOKED');
+  },
+);
