@@ -220,6 +220,12 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   const redis = await connectRedis(config, app.log);
   if (redis !== undefined) app.addHook('onClose', () => closeRedis(redis));
   const mailer = createMailer(config, app.log);
+  // (tokenIssuer is PUBLIC_URL when it is set.)
+  if (config.nodeEnv === 'production' && config.tokenIssuer === undefined) {
+    app.log.warn(
+      `PUBLIC_URL is not set: emailed links point at ${config.publicUrl} (from HOST and PORT), which people's browsers cannot reach from elsewhere; set PUBLIC_URL to the address they use (https://auth.example.com)`,
+    );
+  }
   const audit =
     deps.audit ??
     createAuditTrail({

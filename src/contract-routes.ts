@@ -77,13 +77,27 @@ function shadowedMethods(): Array<{ path: string; method: (typeof routedMethods)
 }
 
 /**
- * The published contracts: Swagger UI at /docs, the spec at /openapi.json and /openapi.yaml, the
+ * The contract as Swagger UI shows it: the whole of it, but for info.description cut to its first
+ * paragraph and a link to the rest (in /openapi.yaml), so that Authorize and the first operations
+ * are on the first screen rather than below some 300 lines of conventions.
+ */
+function swaggerUiDocument(): unknown {
+  const document = structuredClone(specDocument) as { info: { description?: string } };
+  const [first, ...rest] = (document.info.description ?? '').split(/\n\s*\n/);
+  if (rest.length > 0) {
+    document.info.description = `${first}\n\nThe conventions every operation follows (bodies, validation, errors, authentication, limits) are the rest of this description, in [openapi.yaml](/openapi.yaml) (\`info.description\`) and [openapi.json](/openapi.json).`;
+  }
+  return document;
+}
+
+/**
+ * The published contracts: Swagger UI at /docs (and / redirects there), the spec at /openapi.json and /openapi.yaml, the
  * realtime protocol at /asyncapi.yaml.
  */
 export async function registerContractDocs(app: FastifyInstance): Promise<void> {
   await app.register(fastifySwagger, {
     mode: 'static',
-    specification: { document: structuredClone(specDocument) as never },
+    specification: { document: swaggerUiDocument() as never },
   });
   await app.register(fastifySwaggerUi, {
     routePrefix: '/docs',
@@ -91,6 +105,8 @@ export async function registerContractDocs(app: FastifyInstance): Promise<void> 
     // Its pages and assets get their own CSP (the app's default, for JSON, would block them all).
     staticCSP: cspHeader(DOCS_CSP),
   });
+  // A person who opens the service's address in a browser lands on the docs.
+  app.get('/', { schema: { hide: true } }, async (_request, reply) => reply.redirect('/docs', 302));
   app.get('/openapi.json', { schema: { hide: true } }, async () => specDocument);
   app.get('/openapi.yaml', { schema: { hide: true } }, async (_request, reply) =>
     reply.type('application/yaml; charset=utf-8').send(specYaml),

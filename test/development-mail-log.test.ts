@@ -2,6 +2,7 @@
 // developer watches the log for codes. A request that sends no email (the per-address cooldown or
 // daily cap, or no account that needs one) says so there in one line; the HTTP answer stays the
 // same as for any address. With SMTP the line is never written.
+import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import { loadConfig } from '../src/config.ts';
 import { createMailer } from '../src/mail/mailer.ts';
@@ -54,4 +55,34 @@ t.test('with SMTP the mailer never writes that line', async (t) => {
   mailer.notSent('someone@example.com', 'a reason');
   mailer.close();
   t.same(written, []);
+});
+
+t.test('production without PUBLIC_URL: a warning that emailed links point at the local address', async (t) => {
+  const production = {
+    NODE_ENV: 'production',
+    JWT_SECRET: randomBytes(48).toString('base64'),
+    SMTP_URL: 'smtp://127.0.0.1:2525',
+  };
+  const without = await buildAppCapturingLogs(t, 'info', production);
+  await without.app.ready();
+  const warned = without.lines.filter((l) => l.includes('PUBLIC_URL is not set'));
+  t.equal(warned.length, 1, 'one warning');
+  t.match(JSON.parse(warned[0] ?? '{}'), {
+    level: 40,
+    msg: /emailed links point at http:\/\/127\.0\.0\.1:7130 .* set PUBLIC_URL to the address they use/,
+  });
+  const withUrl = await buildAppCapturingLogs(t, 'info', { ...production, PUBLIC_URL: 'https://auth.example.com' });
+  await withUrl.app.ready();
+  t.same(
+    withUrl.lines.filter((l) => l.includes('PUBLIC_URL')),
+    [],
+    'none with PUBLIC_URL',
+  );
+  const development = await buildAppCapturingLogs(t, 'info');
+  await development.app.ready();
+  t.same(
+    development.lines.filter((l) => l.includes('PUBLIC_URL is not set')),
+    [],
+    'none in development',
+  );
 });

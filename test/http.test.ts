@@ -167,6 +167,20 @@ t.test('HTTP behaviour shared by every route', async (t) => {
     t.equal(document.servers[0].url, '/', 'try-it-out calls the service that serves the page');
     t.same(document.components.securitySchemes.bearerAuth, json.json().components.securitySchemes.bearerAuth);
     t.same(Object.keys(document.paths).sort(), Object.keys(json.json().paths).sort(), 'every operation is shown');
+    // Authorize and the operations on the first screen: the description is its first paragraph and a link.
+    const whole = json.json().info.description as string;
+    const shown = document.info.description as string;
+    t.ok(shown.startsWith(whole.split('\n\n')[0] ?? '?'), 'the first paragraph of the description');
+    t.match(shown, /\[openapi\.yaml\]\(\/openapi\.yaml\)/, 'and a link to the rest');
+    t.ok(shown.length < 800 && whole.length > 5000, `short (${shown.length} of ${whole.length} characters)`);
+  });
+
+  t.test('/ sends a browser to the docs', async (t) => {
+    const root = await app.inject({ url: '/' });
+    t.equal(root.statusCode, 302);
+    t.equal(root.headers.location, '/docs');
+    t.equal((await app.inject({ method: 'HEAD', url: '/' })).statusCode, 302, 'HEAD too');
+    assertErrorBody(t, await app.inject({ method: 'POST', url: '/', payload: {} }), 404, 'NOT_FOUND');
   });
 });
 
