@@ -2,8 +2,8 @@
  * Builds the typed client as an installable package in sdk/: compiles src/client and the generated
  * types it imports (sdk/tsconfig.json) into sdk/dist/ as ES modules with type declarations. The
  * sources stay in src/client; sdk/ holds only the package's manifest, README, compiler settings and
- * examples. Pack it afterwards with `npm pack ./sdk` (the tarball holds dist/, README.md and
- * package.json only).
+ * examples. `npm pack ./sdk` runs it first (sdk/package.json's prepack); the tarball holds dist/,
+ * README.md and package.json only.
  *
  *   node scripts/build-sdk.ts                       # into sdk/dist/
  *   node scripts/build-sdk.ts --package-dir <dir>   # sdk/ copied to <dir> (without dist/), built into <dir>/dist/
@@ -89,6 +89,12 @@ if (problems.length > 0) {
 fs.rmSync(distDir, { recursive: true, force: true });
 if (packageDir !== sdkDir) {
   fs.cpSync(sdkDir, packageDir, { recursive: true, filter: (source) => source !== path.join(sdkDir, 'dist') });
+  // The copy is built here and now: packing it must not run sdk/'s prepack (which builds sdk/ itself).
+  const copied = JSON.parse(fs.readFileSync(path.join(packageDir, 'package.json'), 'utf8')) as {
+    scripts?: Record<string, string>;
+  };
+  delete copied.scripts;
+  fs.writeFileSync(path.join(packageDir, 'package.json'), `${JSON.stringify(copied, null, 2)}\n`);
 }
 const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
 const compiled = spawnSync(process.execPath, [tsc, '-p', path.join(sdkDir, 'tsconfig.json'), '--outDir', distDir], {

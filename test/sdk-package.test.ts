@@ -223,6 +223,18 @@ async function buildAndPack(t: Test): Promise<Packed | undefined> {
   return pack;
 }
 
+t.test('`npm pack ./sdk` in the checkout builds the package first (its prepack)', async (t) => {
+  rmSync(path.join(root, 'sdk', 'dist'), { recursive: true, force: true }); // build output, ignored by git
+  const packed = await npmRun(['pack', '--dry-run', '--json', './sdk'], root);
+  if (!succeeded(t, 'npm pack --dry-run ./sdk', packed)) return;
+  // The build's own lines come first on stdout, then npm's JSON.
+  const [pack] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('\n[') + 1)) as Packed[];
+  const files = pack?.files.map((file) => file.path) ?? [];
+  t.ok(files.includes('dist/src/client/index.js'), 'the tarball would hold the built client');
+  t.ok(existsSync(path.join(root, 'sdk', 'dist', 'src', 'client', 'index.js')), 'built into sdk/dist');
+  t.match(packed.stdout, /^accounts-embeddings-realtime-client@[\d.]+: \d+ files/m, 'by scripts/build-sdk.ts');
+});
+
 t.test('the client SDK as an installable package', async (t) => {
   const pack = await buildAndPack(t);
   if (pack === undefined) return;
