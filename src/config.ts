@@ -67,6 +67,11 @@ const variables = {
       .default('./data')
       .transform((v) => path.resolve(v)),
   ),
+  /**
+   * Development with the embedded database: serve it over the PostgreSQL protocol on 127.0.0.1 at this
+   * port, so that psql and other clients reach the service's data (no password: loopback only).
+   */
+  pgliteSocketPort: env('PGLITE_SOCKET_PORT', port.optional()),
   logLevel: env(
     'LOG_LEVEL',
     oneOf(
@@ -444,13 +449,29 @@ function checkCombinations(e: Declared, database: DatabaseConfig): void {
     throw new ConfigError('REALTIME_ADAPTER=postgres needs DATABASE_URL to name a PostgreSQL server');
   }
   if ((e.adminEmail === undefined) !== (e.adminPassword === undefined)) {
-    const [set, missing] = e.adminEmail === undefined ? ['ADMIN_PASSWORD', 'ADMIN_EMAIL'] : ['ADMIN_EMAIL', 'ADMIN_PASSWORD'];
+    const [set, missing] =
+      e.adminEmail === undefined ? ['ADMIN_PASSWORD', 'ADMIN_EMAIL'] : ['ADMIN_EMAIL', 'ADMIN_PASSWORD'];
     throw new ConfigError(
       `${set} is set without ${missing}: set both (the administrator's address and password) or neither`,
     );
   }
   if (e.metrics.port !== undefined && e.metrics.port === e.port) {
     throw new ConfigError(`METRICS_PORT must differ from PORT (both are ${e.port})`);
+  }
+  if (e.pgliteSocketPort !== undefined) {
+    if (database.kind === 'postgres') {
+      throw new ConfigError(
+        'PGLITE_SOCKET_PORT serves the embedded database, and DATABASE_URL names PostgreSQL: connect psql to that server instead',
+      );
+    }
+    if (e.nodeEnv === 'production') {
+      throw new ConfigError(
+        'PGLITE_SOCKET_PORT is refused when NODE_ENV=production: it lets anyone on this machine into the database without a password',
+      );
+    }
+    if (e.pgliteSocketPort === e.port || e.pgliteSocketPort === e.metrics.port) {
+      throw new ConfigError(`PGLITE_SOCKET_PORT must differ from PORT and METRICS_PORT (it is ${e.pgliteSocketPort})`);
+    }
   }
 }
 

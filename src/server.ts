@@ -12,6 +12,7 @@ const { DataDirLockedError } = await import('./db/data-dir-lock.ts');
 const { openDatabase } = await import('./db/database.ts');
 const { migrateToLatest } = await import('./db/migrate.ts');
 const { listenForMetrics } = await import('./metrics/listener.ts');
+const { serveDatabaseToPsql } = await import('./db/pglite-wire.ts');
 const { describeStartFailure } = await import('./start-failure.ts');
 
 type Config = import('./config.ts').Config;
@@ -25,6 +26,7 @@ async function main(): Promise<void> {
   try {
     await migrateToLatest(database.db);
     app = await buildApp(config, { database });
+    await serveDatabaseToPsql(app, config, database); // PGLITE_SOCKET_PORT; closes with the app
     await app.listen({ port: config.port, host: config.host });
     await listenForMetrics(app, config); // METRICS_PORT; closes with the app's server
   } catch (err) {

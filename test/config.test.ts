@@ -64,10 +64,12 @@ t.test('production refuses insecure or incomplete auth settings', async (t) => {
   t.throws(() => loadConfig({ ...prod, SMTP_URL: '' }), /^SMTP_URL is required when NODE_ENV=production/);
   t.throws(() => loadConfig({ ...prod, COOKIE_SECURE: 'false' }), /^COOKIE_SECURE=false is refused/);
   t.throws(() => loadConfig({ ADMIN_EMAIL: 'a@example.com' }), {
-    message: "ADMIN_EMAIL is set without ADMIN_PASSWORD: set both (the administrator's address and password) or neither",
+    message:
+      "ADMIN_EMAIL is set without ADMIN_PASSWORD: set both (the administrator's address and password) or neither",
   });
   t.throws(() => loadConfig({ ADMIN_PASSWORD: 'a long passphrase' }), {
-    message: "ADMIN_PASSWORD is set without ADMIN_EMAIL: set both (the administrator's address and password) or neither",
+    message:
+      "ADMIN_PASSWORD is set without ADMIN_EMAIL: set both (the administrator's address and password) or neither",
   });
 });
 

@@ -35,6 +35,8 @@
  *   `link token`) is replaced by the code read at that moment.
  * - `# the service logs: <message>` right after a command: a line of the service's log written after
  *   the command has that message (`…` matches anything), within 3 s.
+ * - `sql` blocks run with psql (ON_ERROR_STOP) on the service's database: PostgreSQL's, or the
+ *   embedded one through PGLITE_SOCKET_PORT, which the runner sets.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -49,6 +51,7 @@ import {
   ILLUSTRATIONS,
   isRunnable,
   isShell,
+  isSql,
   isTypeScript,
   loggedAfter,
   serviceEnv,
@@ -91,6 +94,9 @@ const logFile = path.join(work, 'service.log');
 
 const db = await createTestDatabase();
 const port = await freePort();
+// psql reaches the service's database: PostgreSQL directly, the embedded one through PGLITE_SOCKET_PORT.
+const psqlPort = usingPostgres ? undefined : await freePort();
+const psqlUrl = psqlPort === undefined ? db.url : `postgresql://postgres@127.0.0.1:${psqlPort}/postgres`;
 const logFd = openSync(logFile, 'w');
 const child: ChildProcess = spawn(process.execPath, [...SERVICE_NODE_FLAGS, 'src/server.ts'], {
   cwd: root,
@@ -108,6 +114,7 @@ const child: ChildProcess = spawn(process.execPath, [...SERVICE_NODE_FLAGS, 'src
     RATE_LIMIT_VERIFY: '1000',
     RATE_LIMIT_SEND_VERIFICATION: '1000',
     RATE_LIMIT_REFRESH: '1000',
+    ...(psqlPort === undefined ? {} : { PGLITE_SOCKET_PORT: String(psqlPort) }),
   },
   stdio: ['ignore', logFd, logFd],
 });
@@ -198,6 +205,16 @@ for (const b of blocks.filter((b) => isRunnable(b) && (!only || b.file === only 
         const why = compare(check, readFileSync(outFile, 'utf8'), status);
         t.notOk(why, `${b.file}:${check.line}: the answer is the one shown`, why ? { diagnostic: true, why } : {});
       }
+    } else if (isSql(b)) {
+      const file = path.join(dir, 'sample.sql');
+      writeFileSync(file, `${b.lines.join('\n')}\n`);
+      const run = spawnSync('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', file, psqlUrl], {
+        cwd: work,
+        env: { PATH: process.env.PATH ?? '', PGCONNECT_TIMEOUT: '10' },
+        encoding: 'utf8',
+        timeout: 25_000,
+      });
+      t.equal(run.status, 0, `${name}: psql runs it without an error`, { stdout: run.stdout, stderr: run.stderr });
     } else if (isTypeScript(b)) {
       const file = path.join(dir, 'sample.ts');
       writeFileSync(file, typeScriptModule(b, port, helper, path.join(root, 'src/client/index.ts')));
@@ -215,5 +232,3 @@ for (const b of blocks.filter((b) => isRunnable(b) && (!only || b.file === only 
 t.test('the service is still running', async (t) => {
   t.equal(child.exitCode, null, readFileSync(logFile, 'utf8').slice(-2000));
 });
-
-void usingPostgres;

@@ -8,6 +8,7 @@ import type { DatabaseConfig } from '../config.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { PGlitePool } from './pglite-pool.ts';
 import { readTemplate } from './pglite-template.ts';
+import { serveOverWire, type WireServer } from './pglite-wire.ts';
 import { PreparingClient } from './prepared-statements.ts';
 import type { Database } from './schema.ts';
 
@@ -25,6 +26,8 @@ export interface DatabaseHandle {
   db: Kysely<Database>;
   kind: DatabaseKind;
   poolStats(): PoolStats;
+  /** The embedded database only: serves it over the PostgreSQL protocol on 127.0.0.1 (pglite-wire.ts). */
+  serveOverWire?(port: number): Promise<WireServer>;
   close(): Promise<void>;
 }
 
@@ -99,9 +102,13 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
       db,
       kind: config.kind,
       poolStats: () => pool.stats,
+      serveOverWire: (port) => serveOverWire(pglite, pool, port),
       close: async () => {
         try {
           await db.destroy();
+          // Kysely ends a pool only once it has used it: a database closed before its first query
+          // would stay open (and keep the process alive) without this. Ending twice is a no-op.
+          await pool.end();
         } finally {
           unlock();
         }

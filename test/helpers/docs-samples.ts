@@ -24,12 +24,14 @@ export interface Block {
   service?: boolean;
 }
 
-const RUNNABLE = new Set(['sh', 'bash', 'shell', 'ts', 'typescript']);
+const RUNNABLE = new Set(['sh', 'bash', 'shell', 'ts', 'typescript', 'sql']);
 /** Fences that show a shape rather than code to run (a directory layout, a URL pattern). */
 export const ILLUSTRATIONS = new Set(['text']);
 
 export const isShell = (b: Block) => b.lang === 'sh' || b.lang === 'bash' || b.lang === 'shell';
 export const isTypeScript = (b: Block) => b.lang === 'ts' || b.lang === 'typescript';
+/** SQL blocks run with psql on the service's database (the embedded one over PGLITE_SOCKET_PORT). */
+export const isSql = (b: Block) => b.lang === 'sql';
 export const isRunnable = (b: Block) => RUNNABLE.has(b.lang) && b.notRun === undefined && !b.service;
 
 export function extractBlocks(file: string, text: string): Block[] {

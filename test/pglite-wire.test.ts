@@ -1,0 +1,129 @@
+// PGLITE_SOCKET_PORT: the embedded database over the PostgreSQL protocol, for psql in development.
+// A client's statements take turns with the service's own transactions on PGlite's one session: none
+// lands inside the other's transaction, and a client that leaves mid-transaction is rolled back.
+// The embedded database is opened here on both suites (this is about PGlite, whatever the suite's database).
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import pg from 'pg';
+import t, { type Test } from 'tap';
+import { freePort } from '../scripts/lib/service-process.ts';
+import { buildApp } from '../src/app.ts';
+import { ConfigError, loadConfig } from '../src/config.ts';
+import { openDatabase } from '../src/db/database.ts';
+import { migrateToLatest } from '../src/db/migrate.ts';
+import { serveDatabaseToPsql } from '../src/db/pglite-wire.ts';
+import { newEmail, PASSWORD } from './helpers/auth.ts';
+
+async function start(t: Test) {
+  const port = await freePort();
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'silent',
+    DATABASE_URL: 'memory://',
+    PGLITE_SOCKET_PORT: String(port),
+  });
+  const database = await openDatabase(config.database);
+  await migrateToLatest(database.db);
+  const app = await buildApp(config, { database, logger: false });
+  const wire = await serveDatabaseToPsql(app, config, database);
+  await app.ready();
+  t.teardown(async () => {
+    await app.close();
+    await database.close();
+  });
+  const client = async () => {
+    const c = new pg.Client({ host: '127.0.0.1', port, user: 'psql', database: 'postgres' });
+    await c.connect();
+    return c;
+  };
+  return { app, port, wire, client };
+}
+
+const signUp = (app: Awaited<ReturnType<typeof start>>['app'], email: string) =>
+  app.inject({ method: 'POST', url: '/api/auth/users', payload: { email, password: PASSWORD } });
+
+t.test("a client reads and writes the service's data", async (t) => {
+  const { app, port, wire, client } = await start(t);
+  t.equal(wire?.port, port, 'served on PGLITE_SOCKET_PORT');
+  const c = await client();
+  t.teardown(() => c.end());
+  const email = newEmail('wire');
+  t.equal((await signUp(app, email)).statusCode, 202);
+  const { rows } = await c.query('select email, email_verified from users where email = $1', [email]);
+  t.same(rows, [{ email, email_verified: false }], 'the account the service made');
+  await c.query(
+    "create policy wire_test on realtime.channels for select to anon using (enabled and pattern like 'wire:%')",
+  );
+  const policies = await app.inject({ url: '/api/realtime/permissions' });
+  t.equal(policies.statusCode, 401, 'the service goes on answering');
+  const listed = await c.query("select policyname from pg_policies where policyname = 'wire_test'");
+  t.equal(listed.rowCount, 1, 'DDL from the client is in the database');
+});
+
+t.test("the client's open transaction holds the service back until it ends, and the reverse", async (t) => {
+  const { app, client } = await start(t);
+  const c = await client();
+  t.teardown(() => c.end());
+  await c.query('begin');
+  await c.query("insert into app_settings (key, value) values ('wire-test', 'uncommitted')");
+  let answered = false;
+  const email = newEmail('held');
+  const pending = signUp(app, email).then((res) => {
+    answered = true;
+    return res;
+  });
+  await new Promise((r) => setTimeout(r, 500));
+  t.equal(answered, false, 'the service waits while the client is inside its transaction');
+  await c.query('rollback');
+  t.equal((await pending).statusCode, 202, 'and goes on once it ends');
+  const { rows } = await c.query("select value from app_settings where key = 'wire-test'");
+  t.same(rows, [], "the client's rolled-back insert is not there: the service's statements did not run inside it");
+  t.equal((await c.query('select 1 from users where email = $1', [email])).rowCount, 1, "the service's sign-up is");
+});
+
+t.test('a client that leaves inside a transaction is rolled back, and the service goes on', async (t) => {
+  const { app, client } = await start(t);
+  const c = await client();
+  await c.query('begin');
+  await c.query("insert into app_settings (key, value) values ('wire-left', 'never committed')");
+  await c.end();
+  const res = await signUp(app, newEmail('after'));
+  t.equal(res.statusCode, 202, 'the service is not held by a client that is gone');
+  const other = await client();
+  t.teardown(() => other.end());
+  t.same((await other.query("select 1 from app_settings where key = 'wire-left'")).rows, [], 'rolled back');
+});
+
+t.test('PGLITE_SOCKET_PORT: refused with PostgreSQL, in production, on a used port', async (t) => {
+  t.throws(
+    () => loadConfig({ DATABASE_URL: 'postgres://127.0.0.1/x', PGLITE_SOCKET_PORT: '5433' }),
+    new ConfigError(
+      'PGLITE_SOCKET_PORT serves the embedded database, and DATABASE_URL names PostgreSQL: connect psql to that server instead',
+    ),
+  );
+  t.throws(
+    () =>
+      loadConfig({
+        NODE_ENV: 'production',
+        JWT_SECRET: randomBytes(48).toString('base64'),
+        SMTP_URL: 'smtp://127.0.0.1:25',
+        PGLITE_SOCKET_PORT: '5433',
+      }),
+    { message: /^PGLITE_SOCKET_PORT is refused when NODE_ENV=production/ },
+  );
+  t.throws(() => loadConfig({ PORT: '7130', PGLITE_SOCKET_PORT: '7130' }), {
+    message: 'PGLITE_SOCKET_PORT must differ from PORT and METRICS_PORT (it is 7130)',
+  });
+  const blocker = net.createServer().listen(0, '127.0.0.1');
+  await new Promise((r) => blocker.once('listening', r));
+  t.teardown(() => blocker.close());
+  const taken = (blocker.address() as net.AddressInfo).port;
+  const config = loadConfig({ NODE_ENV: 'test', DATABASE_URL: 'memory://', PGLITE_SOCKET_PORT: String(taken) });
+  const database = await openDatabase(config.database);
+  t.teardown(() => database.close());
+  await t.rejects(database.serveOverWire?.(taken) ?? Promise.reject(new Error('no serveOverWire')), {
+    name: 'ConfigError',
+    message: `PGLITE_SOCKET_PORT ${taken} on 127.0.0.1 cannot be opened (address already in use): set PGLITE_SOCKET_PORT to a free port`,
+  });
+  t.equal(loadConfig({ DATABASE_URL: 'memory://' }).pgliteSocketPort, undefined, 'off by default');
+});
