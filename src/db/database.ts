@@ -28,6 +28,12 @@ export interface DatabaseHandle {
   poolStats(): PoolStats;
   /** The embedded database only: serves it over the PostgreSQL protocol on 127.0.0.1 (pglite-wire.ts). */
   serveOverWire?(port: number): Promise<WireServer>;
+  /**
+   * The embedded database only: its whole data directory as an uncompressed tarball, taken between
+   * two transactions (no statement of the service runs meanwhile); `openDatabase`'s `loadDataDir`
+   * opens a copy of it.
+   */
+  dumpDataDir?(): Promise<Blob>;
   close(): Promise<void>;
 }
 
@@ -43,9 +49,9 @@ const pgTypes = {
 // small data set: 8MB keeps its hot pages, and the operating system's page cache the rest.
 const PGLITE_SHARED_BUFFERS = '8MB';
 
-function pgliteOptions(config: Exclude<DatabaseConfig, { kind: 'postgres' }>): PGliteOptions {
+function pgliteOptions(config: Exclude<DatabaseConfig, { kind: 'postgres' }>, loadDataDir?: Blob): PGliteOptions {
   const isNew = config.kind === 'pglite-memory' || !existsSync(path.join(config.dataDir, 'PG_VERSION'));
-  const template = isNew ? readTemplate() : undefined;
+  const template = isNew ? (loadDataDir ?? readTemplate()) : undefined;
   return {
     extensions: { pg_trgm },
     startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`],
@@ -54,8 +60,15 @@ function pgliteOptions(config: Exclude<DatabaseConfig, { kind: 'postgres' }>): P
   };
 }
 
-/** Opens the database that the configuration names. For PGlite on disk, the directory is locked first. */
-export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHandle> {
+/**
+ * Opens the database that the configuration names. For PGlite on disk, the directory is locked first.
+ * `loadDataDir` (the embedded database, new data directories only): start from that dump
+ * (`dumpDataDir`) instead of an empty cluster.
+ */
+export async function openDatabase(
+  config: DatabaseConfig,
+  options: { loadDataDir?: Blob } = {},
+): Promise<DatabaseHandle> {
   if (config.kind === 'postgres') {
     const pool = new pg.Pool({
       connectionString: config.url,
@@ -95,7 +108,7 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
 
   const unlock = config.kind === 'pglite' ? lockDataDir(config.dataDir) : () => {};
   try {
-    const pglite = await PGlite.create(pgliteOptions(config));
+    const pglite = await PGlite.create(pgliteOptions(config, options.loadDataDir));
     const pool = new PGlitePool(pglite);
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return {
@@ -103,6 +116,14 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
       kind: config.kind,
       poolStats: () => pool.stats,
       serveOverWire: (port) => serveOverWire(pglite, pool, port),
+      dumpDataDir: async () => {
+        const turn = await pool.connect();
+        try {
+          return await pglite.dumpDataDir('none');
+        } finally {
+          turn.release();
+        }
+      },
       close: async () => {
         try {
           await db.destroy();
