@@ -1,4 +1,4 @@
-// Without SMTP_URL (development) every email is written to the log instead of being sent, so a
+// Without SMTP_URL (development) every email goes to the development inbox and one log line, so a
 // developer watches the log for codes. A request that sends no email (the per-address cooldown or
 // daily cap, or no account that needs one) says so there in one line; the HTTP answer stays the
 // same as for any address. With SMTP the line is never written.
