@@ -29,11 +29,11 @@ export interface DatabaseHandle {
   /** The embedded database only: serves it over the PostgreSQL protocol on 127.0.0.1 (pglite-wire.ts). */
   serveOverWire?(port: number): Promise<WireServer>;
   /**
-   * The embedded database only: its whole data directory as an uncompressed tarball, taken between
-   * two transactions (no statement of the service runs meanwhile); `openDatabase`'s `loadDataDir`
-   * opens a copy of it.
+   * The embedded database only: its whole data directory as a tarball (gzipped with `gzip`), taken
+   * between two transactions (no statement of the service runs meanwhile); `openDatabase`'s
+   * `loadDataDir` opens a copy of it.
    */
-  dumpDataDir?(): Promise<Blob>;
+  dumpDataDir?(compression?: 'gzip' | 'none'): Promise<Blob>;
   close(): Promise<void>;
 }
 
@@ -116,10 +116,10 @@ export async function openDatabase(
       kind: config.kind,
       poolStats: () => pool.stats,
       serveOverWire: (port) => serveOverWire(pglite, pool, port),
-      dumpDataDir: async () => {
+      dumpDataDir: async (compression = 'none') => {
         const turn = await pool.connect();
         try {
-          return await pglite.dumpDataDir('none');
+          return await pglite.dumpDataDir(compression);
         } finally {
           turn.release();
         }
