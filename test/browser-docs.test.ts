@@ -38,6 +38,20 @@ t.test('/docs: Swagger UI renders under its CSP and "Try it out" works', { skip 
   t.ok(await page.locator('.swagger-ui .opblock').count(), 'the operations are listed');
   const title = (await page.locator('.swagger-ui .information-container .title').textContent()) ?? '';
   t.ok(title.length > 0, `the spec's title is shown: ${title}`);
+  // Authorize and the first operation on the first screen, without scrolling (the description's
+  // conventions are a link away, not 300 lines above them).
+  const viewport = page.viewportSize()?.height ?? 0;
+  for (const [what, selector] of [
+    ['Authorize', '.swagger-ui .auth-wrapper .authorize'],
+    ['the first operation', '.swagger-ui .opblock'],
+  ] as const) {
+    const box = await page.locator(selector).first().boundingBox();
+    t.ok(
+      box !== null && box.y + box.height <= viewport,
+      `${what} is on the first screen (${box?.y} of ${viewport} px)`,
+    );
+  }
+  await screenshot(page, 'docs-first-screen', false);
 
   // Authorize with the administrator's access token (bearerAuth).
   await page.locator('.swagger-ui .auth-wrapper .authorize').click();

@@ -8,6 +8,9 @@ import { allowedRedirect } from './redirects.ts';
 // What the pages emailed links open have in common (the verification and the password-reset page):
 // server-rendered HTML without script, a form posted back to the same path, every value escaped.
 
+/** The heading of a link that cannot be used (incomplete, unknown, expired or used). */
+const REFUSED = 'This link cannot be used';
+
 /** A link's token: 64 hexadecimal characters. */
 const LINK_TOKEN = /^[0-9a-fA-F]{64}$/;
 
@@ -93,8 +96,9 @@ export async function registerLinkPage(app: FastifyInstance, config: Readonly<Co
 
     scope.get<{ Querystring: Record<string, string | undefined> }>(page.path, options, async (request, reply) => {
       const token = typeof request.query.token === 'string' ? request.query.token : '';
-      if (!LINK_TOKEN.test(token)) return send(reply, 400, message(page.incomplete, true));
-      if (page.live !== undefined && !(await page.live(token))) return send(reply, 400, message(page.invalid, true));
+      if (!LINK_TOKEN.test(token)) return send(reply, 400, message(page.incomplete, true), REFUSED);
+      if (page.live !== undefined && !(await page.live(token)))
+        return send(reply, 400, message(page.invalid, true), REFUSED);
       const asked = typeof request.query.redirect_to === 'string' ? request.query.redirect_to : undefined;
       return send(reply, 200, page.form(token, safeRedirect(config, asked)));
     });
@@ -103,14 +107,14 @@ export async function registerLinkPage(app: FastifyInstance, config: Readonly<Co
     scope.post(page.path, { ...options, config: { ...options.config, rateLimit } }, async (request, reply) => {
       const fields = request.body instanceof URLSearchParams ? request.body : new URLSearchParams();
       const token = fields.get('token') ?? '';
-      if (!LINK_TOKEN.test(token)) return send(reply, 400, message(page.incomplete, true));
+      if (!LINK_TOKEN.test(token)) return send(reply, 400, message(page.incomplete, true), REFUSED);
       const redirect = safeRedirect(config, fields.get('redirect_to') ?? undefined);
       let outcome: { error: string } | { done: string };
       try {
         outcome = await page.submit(token, fields, request, reply);
       } catch (err) {
         const { body } = toErrorResponse(err);
-        if (body.error === 'INVALID_OTP') return send(reply, 400, message(page.invalid, true));
+        if (body.error === 'INVALID_OTP') return send(reply, 400, message(page.invalid, true), REFUSED);
         request.log.warn({ code: body.error, page: page.path }, 'link page: the form was not taken');
         return send(reply, body.statusCode >= 400 ? body.statusCode : 500, message(page.retry, true));
       }
