@@ -2,21 +2,13 @@
 // 100) and shown at GET /dev/inbox and /dev/inbox.json, to this machine only; one log line per
 // email names its code and link. With SMTP_URL there is no inbox.
 import t from 'tap';
-import { DevInbox, INBOX_CAPACITY } from '../src/mail/dev-inbox.ts';
+import { DevInbox, INBOX_CAPACITY, type InboxMessage } from '../src/mail/dev-inbox.ts';
 import { buildAppCapturingLogs, buildTestApp } from './helpers/app.ts';
 import { newEmail, PASSWORD } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 
 interface InboxJson {
-  messages: Array<{
-    id: number;
-    receivedAt: string;
-    to: string;
-    subject: string;
-    code: string | null;
-    link: string | null;
-    text: string;
-  }>;
+  messages: InboxMessage[];
 }
 
 /** The inbox's emails to `to`, once `count` have arrived (mail goes out after the answer). */

@@ -854,6 +854,15 @@ async function runCase(c: FuzzCase, context: RunContext): Promise<void> {
   }
 
   const router = routerExpectation(op, c.params, resolve);
+  /** What the contract says of this answer as `operation`'s. */
+  const answerProblem = (operation: OperationModel) =>
+    contractProblem({
+      method: operation.method,
+      routePath: operation.routePath,
+      status: answer.status,
+      contentType,
+      body: answer.body === '' ? undefined : answer.body,
+    });
   if (answer.fromHttpLayer) {
     const codeFor: Record<number, string> = { 400: 'INVALID_INPUT', 408: 'REQUEST_TIMEOUT', 431: 'HEADERS_TOO_LARGE' };
     if (codeFor[answer.status] === undefined)
@@ -872,13 +881,7 @@ async function runCase(c: FuzzCase, context: RunContext): Promise<void> {
     const other = router.changesPath ? operationAt(wire.method, wire.url) : undefined;
     if (other !== undefined) {
       if (answer.status >= 500) problems.push(`${router.why} to ${other.id}'s path: a ${answer.status}`);
-      const problem = contractProblem({
-        method: other.method,
-        routePath: other.routePath,
-        status: answer.status,
-        contentType,
-        body: answer.body === '' ? undefined : answer.body,
-      });
+      const problem = answerProblem(other);
       if (problem) problems.push(`${router.why} to ${other.id}'s path: contract: ${problem}`);
     } else if (!router.statuses.includes(answer.status))
       problems.push(`${router.why}: expected the router's ${router.statuses.join(' or ')}, got ${answer.status}`);
@@ -889,13 +892,7 @@ async function runCase(c: FuzzCase, context: RunContext): Promise<void> {
   } else {
     if (layer === 400 || layer === 431) problems.push(`expected the HTTP layer's ${layer}, but the operation answered`);
     if (answer.status >= 500) problems.push(`a ${answer.status}`);
-    const problem = contractProblem({
-      method: op.method,
-      routePath: op.routePath,
-      status: answer.status,
-      contentType,
-      body: answer.body === '' ? undefined : answer.body,
-    });
+    const problem = answerProblem(op);
     if (problem) problems.push(`contract: ${problem}`);
     if (violations.length > violationsBefore)
       problems.push(`contract check of the app: ${violations.slice(violationsBefore).join('; ')}`);
