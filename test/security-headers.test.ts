@@ -365,8 +365,9 @@ t.test('helmet: CSPs, no framing, no referrer; HSTS only on an https PUBLIC_URL'
   );
   t.equal(verifyPage.headers['x-frame-options'], 'DENY', 'verification page: X-Frame-Options: DENY');
 
+  // An unknown token: the page refuses it before its form, under the same headers as the form.
   const resetPage = await app.inject({ url: `/auth/reset-password?token=${token}` });
-  t.equal(resetPage.statusCode, 200, 'the reset-password page');
+  t.equal(resetPage.statusCode, 400, 'the reset-password page');
   const form = cspOf(resetPage);
   t.notOk(form.has('script-src'), 'reset page: no script-src (no script may run)');
   t.equal(form.get('default-src'), "'none'", "reset page: default-src 'none' (so scripts are refused)");
