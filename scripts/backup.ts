@@ -20,6 +20,8 @@ const file = process.argv[2];
 if (!file || file.startsWith('-')) fail('name the file to write: npm run backup -- <file>');
 const target = path.resolve(file as string);
 if (existsSync(target)) fail(`${target} exists already: name a new file`);
+if (!existsSync(path.dirname(target)))
+  fail(`${path.dirname(target)} does not exist: create it, or name a file elsewhere`);
 try {
   const config = loadConfig();
   const database = config.database;

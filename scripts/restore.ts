@@ -32,20 +32,22 @@ try {
     }
     const dump = new Blob([readFileSync(source)]);
     console.log(`restore: making the embedded database in ${database.dataDir} from ${source}`);
-    let handle: Awaited<ReturnType<typeof openDatabase>>;
+    let contents: string;
     try {
-      handle = await openDatabase(database, { loadDataDir: dump });
+      const handle = await openDatabase(database, { loadDataDir: dump });
+      try {
+        // A PGlite dump of some other database opens too: this one's tables must be there.
+        contents = await contentsLine(handle);
+      } finally {
+        await handle.close();
+      }
     } catch (err) {
       if (err instanceof DataDirLockedError) throw err;
       rmSync(database.dataDir, { recursive: true, force: true }); // it held nothing before
-      fail(`${source} is not a backup of the embedded database (${(err as Error).message}); nothing was restored`);
+      fail(`${source} is not a backup of this service's database (${(err as Error).message}); nothing was restored`);
       throw err;
     }
-    try {
-      console.log(`restore: done: ${await contentsLine(handle)}`);
-    } finally {
-      await handle.close();
-    }
+    console.log(`restore: done: ${contents}`);
   }
 } catch (err) {
   if (err instanceof DataDirLockedError || err instanceof ConfigError) fail(err.message);

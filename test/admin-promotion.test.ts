@@ -3,7 +3,7 @@
 // verifications, and says so in the log.
 import t from 'tap';
 import { buildAnotherInstance, buildTestApp } from './helpers/app.ts';
-import { newEmail, PASSWORD } from './helpers/auth.ts';
+import { decodeClaims, newEmail, PASSWORD } from './helpers/auth.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 
 t.test('start-up promoting an existing account to administrator revokes what its holder had', async (t) => {
@@ -104,5 +104,60 @@ t.test(
       headers: { authorization: `Bearer ${kept.accessToken}` },
     });
     assertErrorBody(t, ended, 401, 'SESSION_REVOKED');
+  },
+);
+
+t.test(
+  'a restart with the ADMIN_PASSWORD applied before never makes a demoted or replaced account the administrator',
+  async (t) => {
+    const email = newEmail('admin-demoted');
+    const env = (password: string) => ({
+      JWT_SECRET: 'k'.repeat(16) + 'z'.repeat(16),
+      ADMIN_EMAIL: email,
+      ADMIN_PASSWORD: password,
+    });
+    const first = await buildTestApp(t, { env: env(PASSWORD) });
+    const db = first.database.handle.db;
+    const signIn = (api: typeof first.api, password: string) =>
+      api.post('/api/auth/sessions', { query: { client_type: 'mobile' }, body: { email, password } });
+    const account = () =>
+      db.selectFrom('users').select(['id', 'role']).where('email', '=', email).executeTakeFirstOrThrow();
+    const { id } = await account();
+
+    // Demoted (as after a leak of the environment file); then restarted with that same file.
+    await db.updateTable('users').set({ role: 'user' }).where('id', '=', id).execute();
+    const restarted = await buildAnotherInstance(t, first, { env: env(PASSWORD), logLevel: 'warn' });
+    t.same(await account(), { id, role: 'user' }, 'still demoted');
+    t.ok(
+      restarted.lines.some(
+        (l) => l.includes('which is no longer that administrator') && l.includes('nothing was done'),
+      ),
+      'the log says why',
+    );
+    const asUser = JSON.parse((await signIn(restarted.api, PASSWORD)).body) as { accessToken: string };
+    t.equal(
+      decodeClaims(asUser.accessToken).role,
+      'user',
+      'whoever knows the old password signs in as a plain user at most',
+    );
+
+    // Deleted, and the address signed up for again by someone else.
+    await db.deleteFrom('users').where('id', '=', id).execute();
+    const squatter = await restarted.api.post('/api/auth/users', {
+      query: { client_type: 'mobile' },
+      body: { email, password: 'the squatter password' },
+    });
+    t.ok([201, 202].includes(squatter.statusCode), 'someone signs up with the address');
+    await buildAnotherInstance(t, first, { env: env(PASSWORD) });
+    const replaced = await account();
+    t.not(replaced.id, id, 'another account');
+    t.equal(replaced.role, 'user', 'not made the administrator by the old ADMIN_PASSWORD');
+
+    // A new ADMIN_PASSWORD is the operator's decision: applied.
+    const rotated = 'the operator chose a new one';
+    const fourth = await buildAnotherInstance(t, first, { env: env(rotated) });
+    t.equal((await account()).role, 'admin', 'a new ADMIN_PASSWORD makes the account the administrator');
+    t.equal((await signIn(fourth.api, rotated)).statusCode, 200);
+    assertErrorBody(t, await signIn(fourth.api, 'the squatter password'), 401, 'INVALID_CREDENTIALS');
   },
 );

@@ -182,7 +182,27 @@ t.test('what backup and restore refuse, each in one line', async (t) => {
   t.equal(broken.status, 1, 'a file that is not a backup fails');
   t.match(
     broken.err,
-    /^restore: .*not-a-backup\.tgz is not a backup of the embedded database \(.*\); nothing was restored\n$/,
+    /^restore: .*not-a-backup\.tgz is not a backup of this service's database \(.*\); nothing was restored\n$/,
   );
   t.notOk(existsSync(path.join(work, 'from-broken', 'pglite')), 'and leaves no half-made database behind');
+
+  // A PGlite dump, but of another database (no accounts table).
+  const foreign = await openDatabase({ kind: 'pglite-memory' });
+  await sql`create table notes (x text)`.execute(foreign.db);
+  const foreignDump = await foreign.dumpDataDir?.('gzip');
+  await foreign.close();
+  writeFileSync(path.join(work, 'foreign.tgz'), Buffer.from(await (foreignDump as Blob).arrayBuffer()));
+  const other = run('restore', path.join(work, 'foreign.tgz'), { DATA_DIR: path.join(work, 'from-foreign') });
+  t.equal(other.status, 1, "another database's dump is refused");
+  t.match(
+    other.err,
+    /is not a backup of this service's database \(relation "users" does not exist\); nothing was restored/,
+  );
+  t.notOk(existsSync(path.join(work, 'from-foreign', 'pglite')), 'and leaves nothing behind');
+  const nowhere = run('backup', path.join(work, 'no-such-dir', 'b.tgz'), { DATA_DIR: dir });
+  t.match(
+    nowhere.err,
+    /no-such-dir does not exist: create it, or name a file elsewhere/,
+    'a missing directory, before any dump',
+  );
 });

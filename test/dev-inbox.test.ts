@@ -108,7 +108,7 @@ t.test('what the URL brings is escaped on the page', async (t) => {
 });
 
 t.test('only to this machine: another address or a proxied request gets 403', async (t) => {
-  const { app } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { env: { CORS_ORIGINS: 'https://app.example.com' } });
   for (const path of ['/dev/inbox', '/dev/inbox.json']) {
     assertErrorBody(t, await app.inject({ url: path, remoteAddress: '203.0.113.9' }), 403, 'FORBIDDEN');
     assertErrorBody(
@@ -118,10 +118,27 @@ t.test('only to this machine: another address or a proxied request gets 403', as
       'FORBIDDEN',
     );
     assertErrorBody(t, await app.inject({ url: path, headers: { forwarded: 'for=203.0.113.9' } }), 403, 'FORBIDDEN');
+    assertErrorBody(t, await app.inject({ url: path, headers: { 'x-real-ip': '203.0.113.9' } }), 403, 'FORBIDDEN');
+    // DNS rebinding: a name of the attacker's that resolves to 127.0.0.1.
+    assertErrorBody(t, await app.inject({ url: path, headers: { host: 'evil.example.net:7130' } }), 403, 'FORBIDDEN');
+    // A page of another site, even one CORS_ORIGINS allows, reading it with fetch.
+    assertErrorBody(
+      t,
+      await app.inject({ url: path, headers: { origin: 'https://app.example.com' } }),
+      403,
+      'FORBIDDEN',
+    );
+    assertErrorBody(t, await app.inject({ url: path, headers: { 'sec-fetch-site': 'cross-site' } }), 403, 'FORBIDDEN');
     t.equal((await app.inject({ url: path, remoteAddress: '::1' })).statusCode, 200, `${path}: ::1 is this machine`);
+    for (const host of ['localhost:7130', '127.0.0.1', '[::1]:7130', 'LOCALHOST']) {
+      const res = await app.inject({ url: path, headers: { host, 'sec-fetch-site': 'none' } });
+      t.equal(res.statusCode, 200, `${path}: Host ${host}, typed in the address bar`);
+    }
+    const own = await app.inject({ url: path, headers: { 'sec-fetch-site': 'same-origin' } });
+    t.equal(own.statusCode, 200, `${path}: from the inbox's own page`);
   }
   const refused = await app.inject({ url: '/dev/inbox.json', remoteAddress: '10.1.2.3' });
-  t.match(refused.json(), { message: /only requests made on this machine \(loopback\)/ }, 'it says why');
+  t.match(refused.json(), { message: /only requests made on this machine \(loopback/ }, 'it says why');
 });
 
 t.test('with SMTP_URL there is no inbox', async (t) => {

@@ -245,6 +245,11 @@ t.test('an account disabled after the email cannot exchange its code or use its 
   await s.disable(email);
   await s.disable(other);
   const unknownToken = await s.reset(randomBytes(32).toString('hex'));
+  // The link's page says so when opened, before its form, as for an unknown link.
+  const page = await s.app.inject({ url: `/auth/reset-password?token=${mail.token}` });
+  t.equal(page.statusCode, 400, "a disabled account's reset link is refused when opened");
+  t.match(page.body, /invalid, has expired or was already used/);
+  t.notMatch(page.body, /<form/);
   const refusals = [await s.exchange(email, mail.code), await s.reset(mail.token), await s.reset(exchanged)];
   for (const res of refusals) {
     assertErrorBody(t, res, 400, 'INVALID_OTP');

@@ -7,22 +7,40 @@ import { hashPassword, verifyPassword } from './crypto.ts';
 import type { SessionIssuer } from './session-issuer.ts';
 
 /**
- * app_settings key: the hash of the ADMIN_PASSWORD last applied to the account (a password hash like
- * any other), so that a start with the same ADMIN_PASSWORD leaves a password the administrator set
- * since (by a change or a reset) alone, while a new ADMIN_PASSWORD still replaces it.
+ * app_settings key: which ADMIN_PASSWORD was last applied, to which account: its hash (a password
+ * hash like any other), the account's id and address. A start with that same ADMIN_PASSWORD and
+ * ADMIN_EMAIL leaves alone a password the administrator set since (by a change or a reset), and
+ * never makes anyone the administrator again: if the account was demoted, deleted or replaced (say
+ * after the environment file leaked), a restart must not hand the role back to whoever knows the old
+ * password. Only a new ADMIN_PASSWORD (or ADMIN_EMAIL) is applied.
  */
 const APPLIED_KEY = 'admin_password_applied';
 
-async function appliedPasswordHash(db: Executor): Promise<string | undefined> {
-  const row = await db.selectFrom('app_settings').select('value').where('key', '=', APPLIED_KEY).executeTakeFirst();
-  return row?.value;
+interface Applied {
+  userId: string;
+  email: string;
+  hash: string;
 }
 
-async function rememberApplied(db: Executor, hash: string): Promise<void> {
+async function lastApplied(db: Executor): Promise<Applied | undefined> {
+  const row = await db.selectFrom('app_settings').select('value').where('key', '=', APPLIED_KEY).executeTakeFirst();
+  if (row === undefined) return undefined;
+  try {
+    const value = JSON.parse(row.value) as Partial<Applied>;
+    return typeof value.userId === 'string' && typeof value.email === 'string' && typeof value.hash === 'string'
+      ? { userId: value.userId, email: value.email, hash: value.hash }
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function rememberApplied(db: Executor, applied: Applied): Promise<void> {
+  const value = JSON.stringify(applied);
   await db
     .insertInto('app_settings')
-    .values({ key: APPLIED_KEY, value: hash })
-    .onConflict((oc) => oc.column('key').doUpdateSet({ value: hash, updated_at: new Date() }))
+    .values({ key: APPLIED_KEY, value })
+    .onConflict((oc) => oc.column('key').doUpdateSet({ value, updated_at: new Date() }))
     .execute();
 }
 
@@ -41,25 +59,32 @@ export function createAdminAccount(deps: AuthDeps, issuer: SessionIssuer) {
     const { email, password } = config.admin;
     const existing = await users.findUserByEmail(db, email);
     const samePassword = existing?.password_hash ? await verifyPassword(password, existing.password_hash) : false;
-    const applied = await appliedPasswordHash(db);
-    const alreadyApplied = applied !== undefined && (await verifyPassword(password, applied));
-    if (existing?.role === 'admin' && existing.email_verified) {
-      if (samePassword) {
-        if (!alreadyApplied && existing.password_hash) await rememberApplied(db, existing.password_hash);
-        return;
-      }
-      if (alreadyApplied && existing.password_hash !== null) {
+    const applied = await lastApplied(db);
+    const unchanged = applied?.email === email && (await verifyPassword(password, applied.hash));
+    const stillTheAdministrator =
+      existing !== undefined && existing.role === 'admin' && existing.email_verified && existing.id === applied?.userId;
+    if (unchanged) {
+      if (!stillTheAdministrator) {
+        log.warn(
+          { userId: applied?.userId },
+          `ADMIN_PASSWORD and ADMIN_EMAIL were applied before to ${email}, which is no longer that administrator (demoted, deleted or replaced since): nothing was done. Set a new ADMIN_PASSWORD to make it the administrator again`,
+        );
+      } else if (!samePassword) {
         log.info(
           { userId: existing.id },
           'ADMIN_PASSWORD is the one applied before, and the administrator has set another password since: theirs is kept (a new ADMIN_PASSWORD would replace it)',
         );
-        return;
       }
+      return;
+    }
+    if (existing?.role === 'admin' && existing.email_verified && samePassword && existing.password_hash) {
+      await rememberApplied(db, { userId: existing.id, email, hash: existing.password_hash });
+      return;
     }
     const hash = samePassword && existing?.password_hash ? existing.password_hash : await hashPassword(password);
     const ended = await db.transaction().execute(async (trx) => {
       const id = await users.upsertAdmin(trx, email, hash);
-      await rememberApplied(trx, hash);
+      await rememberApplied(trx, { userId: id, email, hash });
       await oneTimeCodes.deleteAccountCodes(trx, { id, email }, ['verification']);
       const revoked = await sessions.revokeUserSessions(trx, id, clock.now());
       // Changes the service made by itself at start: no actor.

@@ -3,6 +3,7 @@ import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as accounts from '../db/repositories/mailbox-accounts.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as sessions from '../db/repositories/sessions.ts';
+import { findUserById } from '../db/repositories/users.ts';
 import { ApiError } from '../errors.ts';
 import { passwordResetEmail } from '../mail/templates.ts';
 import {
@@ -138,11 +139,15 @@ export function createPasswordReset(deps: AuthDeps, issuer: SessionIssuer, mail:
     await signInThrottle.recordSuccess(done.email);
   }
 
-  /** Whether a reset link's token is still unused and unexpired (read only: the link's page asks before its form). */
+  /**
+   * Whether a reset link's token would be taken: unused, unexpired, of an account that is not
+   * disabled (read only: the link's page asks before its form, as resetPassword decides).
+   */
   async function resetLinkIsLive(token: string): Promise<boolean> {
     try {
-      await codes.checkToken('password_reset_token', token);
-      return true;
+      const row = await codes.checkToken('password_reset_token', token);
+      const owner = row.user_id === null ? undefined : await findUserById(db, row.user_id);
+      return owner !== undefined && owner.disabled_at === null;
     } catch (err) {
       if (err instanceof ApiError && err.code === 'INVALID_OTP') return false;
       throw err;

@@ -53,12 +53,22 @@ export class DevInbox {
 }
 
 const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3})$/;
+/** The names this machine is reached by from itself (a DNS-rebound name is none of them). */
+const LOCAL_HOST = /^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$/i;
+const PROXY_HEADERS = ['x-forwarded-for', 'forwarded', 'x-real-ip', 'x-forwarded-host'];
 
-/** Whether the request came from this machine itself, and not through a proxy. */
+/**
+ * Whether the request came from this machine itself: from a loopback address, naming the machine by
+ * a local name (not a DNS name rebound to 127.0.0.1), through no proxy that says so, and not from
+ * a web page of another site (a browser sends Origin on a cross-origin request, and Sec-Fetch-Site).
+ */
 function fromThisMachine(request: FastifyRequest): boolean {
   const peer = request.raw.socket.remoteAddress ?? '';
-  const proxied = request.headers['x-forwarded-for'] !== undefined || request.headers.forwarded !== undefined;
-  return LOOPBACK.test(peer) && !proxied;
+  const { headers } = request;
+  const proxied = PROXY_HEADERS.some((name) => headers[name] !== undefined);
+  const site = headers['sec-fetch-site'];
+  const fromAPage = headers.origin !== undefined || (site !== undefined && site !== 'none' && site !== 'same-origin');
+  return LOOPBACK.test(peer) && LOCAL_HOST.test(headers.host ?? '') && !proxied && !fromAPage;
 }
 
 function refuse(reply: FastifyReply) {
@@ -67,7 +77,7 @@ function refuse(reply: FastifyReply) {
     .send(
       errorBody(
         'FORBIDDEN',
-        'The development inbox answers only requests made on this machine (loopback), not through a proxy',
+        'The development inbox answers only requests made on this machine (loopback, as localhost, 127.0.0.1 or [::1]), not through a proxy and not from another site’s page',
       ),
     );
 }
