@@ -4,6 +4,7 @@
 // The embedded database is opened here on both suites (this is about PGlite, whatever the suite's database).
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
+import { sql } from 'kysely';
 import pg from 'pg';
 import t, { type Test } from 'tap';
 import { freePort } from '../scripts/lib/service-process.ts';
@@ -126,4 +127,96 @@ t.test('PGLITE_SOCKET_PORT: refused with PostgreSQL, in production, on a used po
     message: `PGLITE_SOCKET_PORT ${taken} on 127.0.0.1 cannot be opened (address already in use): set PGLITE_SOCKET_PORT to a free port`,
   });
   t.equal(loadConfig({ DATABASE_URL: 'memory://' }).pgliteSocketPort, undefined, 'off by default');
+});
+
+/** Sends raw bytes to the port; resolves with what came back once the server closed the connection (or 3 s passed). */
+function sendRaw(port: number, ...chunks: Buffer[]): Promise<{ closed: boolean; received: number }> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let received = 0;
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve({ closed: false, received });
+    }, 3_000);
+    socket.on('data', (d) => {
+      received += d.length;
+    });
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve({ closed: true, received });
+    });
+    socket.on('error', () => {});
+    socket.on('connect', () => {
+      for (const chunk of chunks) socket.write(chunk);
+    });
+  });
+}
+
+/** A well-formed startup message for `user`. */
+const startup = (user = 'psql') => {
+  const body = Buffer.from(`user\0${user}\0database\0postgres\0\0`);
+  const head = Buffer.alloc(8);
+  head.writeInt32BE(body.length + 8, 0);
+  head.writeInt32BE(196608, 4);
+  return Buffer.concat([head, body]);
+};
+
+t.test('malformed protocol bytes close that connection and leave the service and other clients alone', async (t) => {
+  const { app, port, client } = await start(t);
+  const hex = (h: string) => Buffer.from(h, 'hex');
+  const cases: Array<[string, Buffer[]]> = [
+    ['an unknown message type before any startup', [hex('7a00000004')]],
+    ['a startup without its terminator', [hex('0000000800030000')]],
+    ['an unknown message type after the startup', [startup(), hex('7a00000004')]],
+    ['a query with a negative length', [startup(), hex('51ffffffec')]],
+    ['a query with a length under 4', [startup(), hex('5100000002')]],
+    ['a startup without a user', [Buffer.concat([hex('0000001300030000'), Buffer.from('database\0x\0\0')])]],
+  ];
+  for (const [what, bytes] of cases) {
+    const outcome = await sendRaw(port, ...bytes);
+    t.ok(outcome.closed, `${what}: the connection is closed`);
+    t.ok(outcome.received < 4096, `${what}: without a flood of answers (${outcome.received} bytes)`);
+  }
+  t.equal((await signUp(app, newEmail('after-garbage'))).statusCode, 202, 'the service goes on');
+  t.equal((await app.inject({ url: '/api/health' })).statusCode, 200, 'and its health check');
+  const c = await client();
+  t.teardown(() => c.end());
+  t.equal((await c.query('select 1 as one')).rows[0]?.one, 1, 'a well-formed client is served');
+});
+
+t.test("a departed client's settings do not stay in force for the service", async (t) => {
+  const { app, client } = await start(t);
+  const c = await client();
+  await c.query('set default_transaction_read_only = on');
+  await c.query('set role anon');
+  await c.end();
+  await new Promise((r) => setTimeout(r, 300));
+  t.equal((await signUp(app, newEmail('after-set'))).statusCode, 202, 'the service writes, as itself');
+});
+
+t.test('a client that keeps a transaction open past the limit is disconnected and rolled back', async (t) => {
+  const port = await freePort();
+  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATABASE_URL: 'memory://' });
+  const database = await openDatabase(config.database);
+  await migrateToLatest(database.db);
+  const app = await buildApp(config, { database, logger: false });
+  await app.ready();
+  const wire = await database.serveOverWire?.(port, 1_000);
+  t.teardown(async () => {
+    await wire?.close();
+    await app.close();
+    await database.close();
+  });
+  const c = new pg.Client({ host: '127.0.0.1', port, user: 'psql', database: 'postgres' });
+  c.on('error', () => {});
+  await c.connect();
+  await c.query('begin');
+  await c.query("insert into app_settings (key, value) values ('left-open', 'x')");
+  const started = performance.now();
+  const res = await signUp(app, newEmail('waits'));
+  t.equal(res.statusCode, 202, 'the service goes on once the limit ends the transaction');
+  t.ok(performance.now() - started < 5_000, 'within seconds');
+  await t.rejects(c.query('commit'), 'the client was disconnected');
+  const { rows } = await sql`select 1 from app_settings where key = 'left-open'`.execute(database.db);
+  t.same(rows, [], 'its insert was rolled back');
 });

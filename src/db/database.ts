@@ -27,7 +27,7 @@ export interface DatabaseHandle {
   kind: DatabaseKind;
   poolStats(): PoolStats;
   /** The embedded database only: serves it over the PostgreSQL protocol on 127.0.0.1 (pglite-wire.ts). */
-  serveOverWire?(port: number): Promise<WireServer>;
+  serveOverWire?(port: number, transactionLimitMs?: number): Promise<WireServer>;
   /**
    * The embedded database only: its whole data directory as a tarball (gzipped with `gzip`), taken
    * between two transactions (no statement of the service runs meanwhile); `openDatabase`'s
@@ -115,7 +115,7 @@ export async function openDatabase(
       db,
       kind: config.kind,
       poolStats: () => pool.stats,
-      serveOverWire: (port) => serveOverWire(pglite, pool, port),
+      serveOverWire: (port, transactionLimitMs) => serveOverWire(pglite, pool, port, transactionLimitMs),
       dumpDataDir: async (compression = 'none') => {
         const turn = await pool.connect();
         try {

@@ -1,9 +1,16 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import type { PGlite } from '@electric-sql/pglite';
 import type { FastifyInstance } from 'fastify';
 import type { PostgresPoolClient } from 'kysely';
 import { type Config, ConfigError } from '../config.ts';
 import type { DatabaseHandle } from './database.ts';
 import type { PGlitePool } from './pglite-pool.ts';
+import { startWireGuard } from './wire-guard.ts';
+
+/** How long a client may keep a transaction open (the service's requests wait meanwhile). */
+export const TRANSACTION_LIMIT_MS = 30_000;
 
 /** The embedded database served over the PostgreSQL protocol (PGLITE_SOCKET_PORT, development only). */
 export interface WireServer {
@@ -60,6 +67,16 @@ class TurnTakingPGlite {
     }
   }
 
+  /** Resets every setting a departed client changed (SET, SET ROLE): they would stay in force for the service. */
+  async resetSettings(): Promise<void> {
+    const turn = await this.#pool.connect();
+    try {
+      if (!this.#pglite.isInTransaction()) await this.#pglite.exec('SET SESSION AUTHORIZATION DEFAULT; RESET ALL');
+    } finally {
+      turn.release();
+    }
+  }
+
   #endTurnUnlessInTransaction(): void {
     if (this.#pglite.isInTransaction()) return;
     const turn = this.#turn;
@@ -68,19 +85,35 @@ class TurnTakingPGlite {
   }
 }
 
-/** Serves `pglite` on 127.0.0.1:`port` (trust authentication, any user name and database name). */
-export async function serveOverWire(pglite: PGlite, pool: PGlitePool, port: number): Promise<WireServer> {
+/**
+ * Serves `pglite` on 127.0.0.1:`port` (trust authentication, any user name and database name):
+ * PGlite's socket server on a Unix socket of a private directory, behind a front that lets only
+ * well-formed protocol messages through and ends a client whose transaction stays open longer than
+ * `transactionLimitMs` (wire-guard.ts).
+ */
+export async function serveOverWire(
+  pglite: PGlite,
+  pool: PGlitePool,
+  port: number,
+  transactionLimitMs = TRANSACTION_LIMIT_MS,
+): Promise<WireServer> {
   // Loaded only when asked for (development): a service without PGLITE_SOCKET_PORT never needs it.
   const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket');
+  const dir = mkdtempSync(path.join(tmpdir(), 'pglite-wire-'));
+  const socketPath = path.join(dir, 'pglite.sock');
+  const turns = new TurnTakingPGlite(pglite, pool);
   const server = new PGLiteSocketServer({
-    db: new TurnTakingPGlite(pglite, pool) as unknown as PGlite,
-    host: '127.0.0.1',
-    port,
+    db: turns as unknown as PGlite,
+    path: socketPath,
     maxConnections: 8,
   });
+  await server.start();
+  let guard: { close(): Promise<void> };
   try {
-    await server.start();
+    guard = await startWireGuard(port, socketPath, transactionLimitMs, () => turns.resetSettings());
   } catch (err) {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
     const code = (err as NodeJS.ErrnoException).code;
     const why =
       code === 'EADDRINUSE' ? 'address already in use' : code === 'EACCES' ? 'permission denied' : String(err);
@@ -88,7 +121,14 @@ export async function serveOverWire(pglite: PGlite, pool: PGlitePool, port: numb
       `PGLITE_SOCKET_PORT ${port} on 127.0.0.1 cannot be opened (${why}): set PGLITE_SOCKET_PORT to a free port`,
     );
   }
-  return { port, close: () => server.stop() };
+  return {
+    port,
+    close: async () => {
+      await guard.close();
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /**
