@@ -11,9 +11,9 @@ import { freePort } from '../scripts/lib/service-process.ts';
 import { buildApp } from '../src/app.ts';
 import { ConfigError, loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/db/database.ts';
-import { migrateToLatest } from '../src/db/migrate.ts';
 import { serveDatabaseToPsql } from '../src/db/pglite-wire.ts';
 import { newEmail, PASSWORD } from './helpers/auth.ts';
+import { migratedPGlite } from './helpers/database.ts';
 
 async function start(t: Test) {
   const port = await freePort();
@@ -23,8 +23,7 @@ async function start(t: Test) {
     DATABASE_URL: 'memory://',
     PGLITE_SOCKET_PORT: String(port),
   });
-  const database = await openDatabase(config.database);
-  await migrateToLatest(database.db);
+  const database = await openDatabase(config.database, { loadDataDir: await migratedPGlite() });
   const app = await buildApp(config, { database, logger: false });
   const wire = await serveDatabaseToPsql(app, config, database);
   await app.ready();
@@ -37,7 +36,7 @@ async function start(t: Test) {
     await c.connect();
     return c;
   };
-  return { app, port, wire, client };
+  return { app, port, wire, client, database };
 }
 
 const signUp = (app: Awaited<ReturnType<typeof start>>['app'], email: string) =>
@@ -197,11 +196,10 @@ t.test("a departed client's settings do not stay in force for the service", asyn
 t.test('a client that keeps a transaction open past the limit is disconnected and rolled back', async (t) => {
   const port = await freePort();
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATABASE_URL: 'memory://' });
-  const database = await openDatabase(config.database);
-  await migrateToLatest(database.db);
+  const database = await openDatabase(config.database, { loadDataDir: await migratedPGlite() });
   const app = await buildApp(config, { database, logger: false });
   await app.ready();
-  const wire = await database.serveOverWire?.(port, 1_000);
+  const wire = await database.serveOverWire?.(port, { holdLimitMs: 1_000 });
   t.teardown(async () => {
     await wire?.close();
     await app.close();
@@ -219,4 +217,168 @@ t.test('a client that keeps a transaction open past the limit is disconnected an
   await t.rejects(c.query('commit'), 'the client was disconnected');
   const { rows } = await sql`select 1 from app_settings where key = 'left-open'`.execute(database.db);
   t.same(rows, [], 'its insert was rolled back');
+});
+
+/** Protocol messages as a client writes them. */
+const frame = (type: string, body: Buffer) => {
+  const head = Buffer.alloc(5);
+  head.write(type, 0);
+  head.writeInt32BE(body.length + 4, 1);
+  return Buffer.concat([head, body]);
+};
+const text = (s: string) => Buffer.from(`${s}\0`);
+const wireQuery = (sql: string) => frame('Q', text(sql));
+const parse = (sql: string) => frame('P', Buffer.concat([text(''), text(sql), Buffer.from([0, 0])]));
+const bind = () => frame('B', Buffer.concat([text(''), text(''), Buffer.alloc(6)]));
+const execute = () => frame('E', Buffer.concat([text(''), Buffer.alloc(4)]));
+const request = (code: number) => {
+  const b = Buffer.alloc(8);
+  b.writeInt32BE(8, 0);
+  b.writeInt32BE(code, 4);
+  return b;
+};
+
+/** A raw connection past its startup: what it received so far, and whether the server closed it. */
+async function rawSession(port: number, ...before: Buffer[]) {
+  const socket = net.connect(port, '127.0.0.1');
+  let received = Buffer.alloc(0);
+  let closed = false;
+  socket.on('data', (d) => {
+    received = Buffer.concat([received, d]);
+  });
+  socket.on('error', () => {});
+  const gone = new Promise<void>((resolve) =>
+    socket.on('close', () => {
+      closed = true;
+      resolve();
+    }),
+  );
+  await new Promise<void>((resolve) => socket.on('connect', resolve));
+  for (const bytes of before) socket.write(bytes);
+  socket.write(startup());
+  const until = async (what: () => boolean, ms = 5_000) => {
+    const deadline = Date.now() + ms;
+    while (!what() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    return what();
+  };
+  await until(() => received.includes(Buffer.from('Z\0\0\0\x05I')));
+  return {
+    socket,
+    gone,
+    until,
+    closed: () => closed,
+    text: () => received.toString('latin1'),
+    send: (...messages: Buffer[]) => socket.write(Buffer.concat(messages)),
+  };
+}
+
+t.test('SSL and GSS encryption requests are declined, and the client goes on in the clear', async (t) => {
+  const { port } = await start(t);
+  for (const [what, code] of [
+    ['SSL', 80877103],
+    ['GSS', 80877104],
+  ] as const) {
+    const s = await rawSession(port, request(code));
+    t.ok(s.text().startsWith('N'), `${what}: answered N`);
+    s.send(wireQuery('select 41 + 1 as answer'));
+    t.ok(await s.until(() => s.text().includes('42')), `${what}: then served`);
+    s.socket.destroy();
+  }
+});
+
+t.test('COPY from the client or a program is refused before it reaches the database', async (t) => {
+  const { app, port, client } = await start(t);
+  const refused = [
+    'copy app_settings (key, value) from stdin',
+    'select 1; COPY app_settings FROM STDIN WITH (format csv)',
+    "copy app_settings from program 'true'",
+    "do $$ begin execute 'copy app_settings to program ''cat'''; end $$",
+  ];
+  for (const sql of refused) {
+    const s = await rawSession(port);
+    s.send(wireQuery(sql));
+    await s.gone;
+    t.match(s.text(), /FATAL.*C0A000.*not available on the embedded database/s, `refused: ${sql}`);
+  }
+  const s = await rawSession(port);
+  s.send(parse('copy app_settings from stdin'));
+  await s.gone;
+  t.match(s.text(), /COPY FROM STDIN/, 'refused in a Parse message too');
+  t.equal((await signUp(app, newEmail('after-copy'))).statusCode, 202, 'the service goes on');
+  const c = await client();
+  t.teardown(() => c.end());
+  const allowed = await c.query(
+    "select 'copy from stdin' as words -- copy from stdin\n/* copy … from stdin */, $$copy from stdin$$ as body",
+  );
+  t.equal(allowed.rows[0]?.words, 'copy from stdin', 'the words inside literals and comments are no COPY');
+});
+
+t.test('extended-protocol messages without their Sync hold the session, and are rolled back', async (t) => {
+  const { app, port, database } = await start(t);
+  const s = await rawSession(port);
+  s.send(parse("insert into app_settings (key, value) values ('unsynced', 'x')"), bind(), execute());
+  t.ok(await s.until(() => s.text().includes('INSERT 0 1')), 'the insert ran');
+  let answered = false;
+  const pending = signUp(app, newEmail('after-unsynced')).then((res) => {
+    answered = true;
+    return res;
+  });
+  await new Promise((r) => setTimeout(r, 400));
+  t.equal(answered, false, 'the service waits: its statements would land inside the implicit transaction');
+  s.socket.destroy();
+  t.equal((await pending).statusCode, 202, 'and goes on once the client left');
+  const { rows } = await sql`select 1 from app_settings where key = 'unsynced'`.execute(database.db);
+  t.same(rows, [], 'the unsynced insert was rolled back');
+});
+
+t.test('a simple query answered does not end the hold of an unsynced BEGIN behind it', async (t) => {
+  const port = await freePort();
+  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATABASE_URL: 'memory://' });
+  const database = await openDatabase(config.database, { loadDataDir: await migratedPGlite() });
+  const app = await buildApp(config, { database, logger: false });
+  await app.ready();
+  const wire = await database.serveOverWire?.(port, { holdLimitMs: 1_000 });
+  t.teardown(async () => {
+    await wire?.close();
+    await app.close();
+    await database.close();
+  });
+  const s = await rawSession(port);
+  s.send(wireQuery('select 1'), parse('begin'), bind(), execute());
+  const started = performance.now();
+  t.equal((await signUp(app, newEmail('after-dodge'))).statusCode, 202, 'the service goes on');
+  t.ok(performance.now() - started < 5_000, 'within seconds: the limit ended the hold');
+  await s.gone;
+  t.match(s.text(), /C57014.*held for more than 1 s/s, 'the client is told why it was disconnected');
+});
+
+t.test('a departed client leaves no session state behind', async (t) => {
+  const { app, client, database } = await start(t);
+  const c = await client();
+  await c.query('create role wire_intruder; set session authorization wire_intruder');
+  await c.query('create temp table app_settings (key text, value text)');
+  await c.end();
+  await new Promise((r) => setTimeout(r, 300));
+  t.equal((await signUp(app, newEmail('after-authorization'))).statusCode, 202, 'the service writes, as itself');
+  const { rows } = await sql<{ user: string }>`select session_user as user`.execute(database.db);
+  t.same(rows, [{ user: 'postgres' }], 'the session user is the service own again');
+  const temp = await sql`select 1 from pg_tables where schemaname like 'pg_temp%'`.execute(database.db);
+  t.same(temp.rows, [], 'the temporary table is gone');
+});
+
+t.test('clients beyond the limit are told so', async (t) => {
+  const { port, client } = await start(t);
+  const held = await Promise.all(Array.from({ length: 8 }, () => client()));
+  const extra = new pg.Client({ host: '127.0.0.1', port, user: 'psql', database: 'postgres' });
+  await t.rejects(extra.connect(), { code: '53300', message: /serves 8 clients at once/ });
+  await Promise.all(held.map((c) => c.end()));
+});
+
+t.test('a message split into many small chunks is whole when it arrives', async (t) => {
+  const { port } = await start(t);
+  const s = await rawSession(port);
+  const bytes = wireQuery(`select length('${'x'.repeat(200_000)}') as n`);
+  for (let i = 0; i < bytes.length; i += 1_000) s.socket.write(bytes.subarray(i, i + 1_000));
+  t.ok(await s.until(() => s.text().includes('200000')), 'answered');
+  s.socket.destroy();
 });

@@ -8,7 +8,7 @@ import type { DatabaseConfig } from '../config.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { PGlitePool } from './pglite-pool.ts';
 import { readTemplate } from './pglite-template.ts';
-import { serveOverWire, type WireServer } from './pglite-wire.ts';
+import { serveOverWire, type WireOptions, type WireServer } from './pglite-wire.ts';
 import { PreparingClient } from './prepared-statements.ts';
 import type { Database } from './schema.ts';
 
@@ -27,7 +27,7 @@ export interface DatabaseHandle {
   kind: DatabaseKind;
   poolStats(): PoolStats;
   /** The embedded database only: serves it over the PostgreSQL protocol on 127.0.0.1 (pglite-wire.ts). */
-  serveOverWire?(port: number, transactionLimitMs?: number): Promise<WireServer>;
+  serveOverWire?(port: number, options?: WireOptions): Promise<WireServer>;
   /**
    * The embedded database only: its whole data directory as a tarball (gzipped with `gzip`), taken
    * between two transactions (no statement of the service runs meanwhile); `openDatabase`'s
@@ -115,7 +115,7 @@ export async function openDatabase(
       db,
       kind: config.kind,
       poolStats: () => pool.stats,
-      serveOverWire: (port, transactionLimitMs) => serveOverWire(pglite, pool, port, transactionLimitMs),
+      serveOverWire: (port, options) => serveOverWire(pglite, pool, port, options),
       dumpDataDir: async (compression = 'none') => {
         const turn = await pool.connect();
         try {

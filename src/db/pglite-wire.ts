@@ -7,10 +7,18 @@ import type { PostgresPoolClient } from 'kysely';
 import { type Config, ConfigError } from '../config.ts';
 import type { DatabaseHandle } from './database.ts';
 import type { PGlitePool } from './pglite-pool.ts';
-import { startWireGuard } from './wire-guard.ts';
+import { MAX_CLIENTS, startWireGuard } from './wire-guard.ts';
 
-/** How long a client may keep a transaction open (the service's requests wait meanwhile). */
-export const TRANSACTION_LIMIT_MS = 30_000;
+/** How long a client may hold the session (the service's requests wait meanwhile). */
+export const HOLD_LIMIT_MS = 30_000;
+
+/** How the embedded database is served over the wire. */
+export interface WireOptions {
+  /** How long one client may hold the session: one statement, an open transaction, a sequence without its Sync. */
+  holdLimitMs?: number;
+  /** Hears a failure of the clean-up after a client left (the service's next statements may see its state). */
+  onCleanupError?: (err: unknown) => void;
+}
 
 /** The embedded database served over the PostgreSQL protocol (PGLITE_SOCKET_PORT, development only). */
 export interface WireServer {
@@ -18,18 +26,34 @@ export interface WireServer {
   close(): Promise<void>;
 }
 
+/** Messages of the extended protocol, which leave PGlite mid-sequence until their Sync. */
+const EXTENDED_TYPES = new Set('BCDEHP'.split('').map((c) => c.charCodeAt(0)));
+
+/** A simple-protocol Query message. */
+function queryMessage(text: string): Uint8Array {
+  const body = Buffer.from(`${text}\0`);
+  const head = Buffer.alloc(5);
+  head.write('Q', 0);
+  head.writeInt32BE(body.length + 4, 1);
+  return Buffer.concat([head, body]);
+}
+
 /**
  * What the socket server runs its clients' messages on: PGlite itself, but each message in a turn of
  * the service's own pool. PGlite is one session, and the service's transactions span several
  * statements, so a message from psql must never land inside one of them; and while psql has a
- * transaction open (BEGIN without COMMIT yet) the turn is kept, so that no statement of the service
- * lands inside psql's. A client that disconnects mid-transaction is rolled back by the socket
- * server, and the turn then ends.
+ * transaction open (BEGIN without COMMIT yet), or has sent extended-protocol messages whose Sync has
+ * not come yet, the turn is kept, so that no statement of the service lands inside psql's.
  */
 class TurnTakingPGlite {
   readonly #pglite: PGlite;
   readonly #pool: PGlitePool;
   #turn: PostgresPoolClient | undefined;
+  /** Extended-protocol messages ran, their Sync not yet: PGlite is inside an implicit transaction. */
+  #midSequence = false;
+  /** Departures are cleaned up one after another. */
+  #cleanup: Promise<void> = Promise.resolve();
+  #sessionUser = 'postgres';
 
   constructor(pglite: PGlite, pool: PGlitePool) {
     this.#pglite = pglite;
@@ -37,7 +61,15 @@ class TurnTakingPGlite {
   }
 
   get waitReady(): Promise<void> {
-    return this.#pglite.waitReady;
+    return this.#pglite.waitReady.then(async () => {
+      const turn = await this.#pool.connect();
+      try {
+        const { rows } = await this.#pglite.query<{ user: string }>('select session_user as "user"');
+        this.#sessionUser = rows[0]?.user ?? this.#sessionUser;
+      } finally {
+        turn.release();
+      }
+    });
   }
 
   isInTransaction(): boolean {
@@ -49,12 +81,15 @@ class TurnTakingPGlite {
     try {
       return await work();
     } finally {
-      this.#endTurnUnlessInTransaction();
+      this.#endTurnUnlessHeld();
     }
   }
 
-  execProtocolRawStream(...args: Parameters<PGlite['execProtocolRawStream']>) {
-    return this.#pglite.execProtocolRawStream(...args);
+  execProtocolRawStream(...[message, options]: Parameters<PGlite['execProtocolRawStream']>) {
+    const type = message[0] as number;
+    if (EXTENDED_TYPES.has(type)) this.#midSequence = true;
+    else if (type !== 'X'.charCodeAt(0)) this.#midSequence = false; // Sync, Query, FunctionCall end it
+    return this.#pglite.execProtocolRawStream(message, options);
   }
 
   /** The socket server's rollback of a departed client's transaction: in the turn that client held. */
@@ -63,22 +98,47 @@ class TurnTakingPGlite {
     try {
       return await this.#pglite.exec(query);
     } finally {
-      this.#endTurnUnlessInTransaction();
+      this.#endTurnUnlessHeld();
     }
   }
 
-  /** Resets every setting a departed client changed (SET, SET ROLE): they would stay in force for the service. */
-  async resetSettings(): Promise<void> {
-    const turn = await this.#pool.connect();
-    try {
-      if (!this.#pglite.isInTransaction()) await this.#pglite.exec('SET SESSION AUTHORIZATION DEFAULT; RESET ALL');
-    } finally {
-      turn.release();
-    }
+  /**
+   * After a client left: a transaction or an unsynced sequence it left open is rolled back (in the
+   * turn it held), and the session is given back to the service as it was: the session user, every
+   * setting; once no client is left, also prepared statements, cursors, LISTENs, advisory locks and
+   * temporary tables.
+   */
+  clientGone(leftOpen: boolean, othersConnected: boolean): Promise<void> {
+    this.#cleanup = this.#cleanup.then(async () => {
+      if (leftOpen) {
+        this.#turn ??= await this.#pool.connect();
+        try {
+          // A simple-protocol ROLLBACK ends an explicit transaction and an implicit one alike.
+          await this.#pglite.execProtocolRaw(queryMessage('ROLLBACK'));
+        } finally {
+          this.#midSequence = false;
+          this.#endTurnUnlessHeld();
+        }
+      }
+      const turn = await this.#pool.connect();
+      try {
+        if (this.#pglite.isInTransaction()) return; // another client's transaction: reset when it is gone
+        const user = `"${this.#sessionUser.replaceAll('"', '""')}"`;
+        // SET SESSION AUTHORIZATION DEFAULT does nothing on PGlite: the user is named.
+        await this.#pglite.exec(`SET SESSION AUTHORIZATION ${user}; RESET ALL`);
+        if (!othersConnected)
+          await this.#pglite.exec(
+            'DEALLOCATE ALL; CLOSE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES',
+          );
+      } finally {
+        turn.release();
+      }
+    });
+    return this.#cleanup;
   }
 
-  #endTurnUnlessInTransaction(): void {
-    if (this.#pglite.isInTransaction()) return;
+  #endTurnUnlessHeld(): void {
+    if (this.#midSequence || this.#pglite.isInTransaction()) return;
     const turn = this.#turn;
     this.#turn = undefined;
     turn?.release();
@@ -88,14 +148,14 @@ class TurnTakingPGlite {
 /**
  * Serves `pglite` on 127.0.0.1:`port` (trust authentication, any user name and database name):
  * PGlite's socket server on a Unix socket of a private directory, behind a front that lets only
- * well-formed protocol messages through and ends a client whose transaction stays open longer than
- * `transactionLimitMs` (wire-guard.ts).
+ * well-formed protocol messages through and ends a client that holds the session longer than
+ * `holdLimitMs` (wire-guard.ts).
  */
 export async function serveOverWire(
   pglite: PGlite,
   pool: PGlitePool,
   port: number,
-  transactionLimitMs = TRANSACTION_LIMIT_MS,
+  { holdLimitMs = HOLD_LIMIT_MS, onCleanupError = () => {} }: WireOptions = {},
 ): Promise<WireServer> {
   // Loaded only when asked for (development): a service without PGLITE_SOCKET_PORT never needs it.
   const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket');
@@ -105,12 +165,16 @@ export async function serveOverWire(
   const server = new PGLiteSocketServer({
     db: turns as unknown as PGlite,
     path: socketPath,
-    maxConnections: 8,
+    // Above the front's own limit: the socket server lets go of a departed client a little later.
+    maxConnections: 2 * MAX_CLIENTS,
   });
   await server.start();
   let guard: { close(): Promise<void> };
   try {
-    guard = await startWireGuard(port, socketPath, transactionLimitMs, () => turns.resetSettings());
+    guard = await startWireGuard(port, socketPath, holdLimitMs, (leftOpen, othersConnected) => {
+      // Once the socket server has let go of the client (its queued messages dropped), clean up after it.
+      setTimeout(() => void turns.clientGone(leftOpen, othersConnected).catch(onCleanupError), 50).unref();
+    });
   } catch (err) {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -142,7 +206,10 @@ export async function serveDatabaseToPsql(
   database: DatabaseHandle,
 ): Promise<WireServer | undefined> {
   if (config.pgliteSocketPort === undefined || database.serveOverWire === undefined) return undefined;
-  const wire = await database.serveOverWire(config.pgliteSocketPort);
+  const wire = await database.serveOverWire(config.pgliteSocketPort, {
+    onCleanupError: (err) =>
+      app.log.error({ err }, 'The embedded database could not be reset after a psql client left'),
+  });
   app.addHook('onClose', () => wire.close());
   app.log.info(
     `The embedded database answers the PostgreSQL protocol on 127.0.0.1:${wire.port}: psql -h 127.0.0.1 -p ${wire.port} (any user name, no password; development only)`,

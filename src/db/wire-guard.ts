@@ -1,162 +1,268 @@
 import net from 'node:net';
+import { refusedStatement } from './wire-statements.ts';
 
 // The PostgreSQL protocol as PGlite's socket server is allowed to see it: a front on the public
 // port that lets only well-formed messages through (PGlite loops or loses its session state on some
 // malformed ones: an unknown message type, a negative or short length, a startup packet without its
-// terminator), watches the answers for the transaction status, and ends a client that keeps a
-// transaction open too long (the service waits meanwhile: PGlite has one session).
+// terminator), refuses the statements that stop PGlite's process (COPY from the client or a
+// program), answers SSL and GSS encryption requests itself, watches the answers for the transaction
+// status, and ends a client that holds the session too long (the service waits meanwhile: PGlite has
+// one session).
 
 const SSL_REQUEST = 80877103;
 const GSS_REQUEST = 80877104;
 const CANCEL_REQUEST = 80877102;
 const PROTOCOL_3 = 196608;
-/** Frontend message types of protocol 3.0 after the startup. */
-const FRONTEND_TYPES = new Set('BCDEFHPQSXcdfp'.split('').map((c) => c.charCodeAt(0)));
-const MAX_MESSAGE = 64 * 1024 * 1024;
+const code = (c: string) => c.charCodeAt(0);
+/**
+ * Frontend message types of protocol 3.0 after the startup. CopyData, CopyDone and CopyFail are not
+ * among them: COPY from the client is refused, so a client never has a reason to send them.
+ */
+const FRONTEND_TYPES = new Set('BCDEFHPQSXp'.split('').map(code));
+/** Messages of the extended protocol: the server answers them only once a Sync follows. */
+const EXTENDED_TYPES = new Set('BCDEHP'.split('').map(code));
+/** Messages that the server answers with a ReadyForQuery. */
+const ANSWERED_TYPES = new Set('QSF'.split('').map(code));
+const QUERY = code('Q');
+const PARSE = code('P');
+/** The longest message passed on: a statement of 16 MiB is far beyond what psql sends by hand. */
+export const MAX_MESSAGE = 16 * 1024 * 1024;
 const MAX_STARTUP = 10_000;
-const READY_FOR_QUERY = 'Z'.charCodeAt(0);
-const IDLE = 'I'.charCodeAt(0);
+const READY_FOR_QUERY = code('Z');
+const IDLE = code('I');
+/** Clients served at once: one session behind them all, so a handful is plenty. */
+export const MAX_CLIENTS = 8;
 
-/** Splits a client's bytes into whole messages and checks each; `undefined` means: refuse the client. */
+/** What the framer makes of a client's bytes. */
+export type Framed =
+  | { messages: Buffer[]; answer?: Buffer }
+  | { refuse: string | undefined /* a FATAL message for the client, or nothing for bytes that are not the protocol */ };
+
+/** Splits a client's bytes into whole messages and checks each. */
 export class FrontendFramer {
-  #buffer = Buffer.alloc(0);
+  #chunks: Buffer[] = [];
+  #length = 0;
+  /** Bytes needed before the next message is whole (so that a large message is joined once). */
+  #needed = 0;
   #started = false;
-  /** Set when the client asked for SSL or GSS: the server's answer is one byte. */
-  sslAsked = false;
 
-  /** The whole messages `chunk` completes, or undefined when the bytes are not the protocol. */
-  push(chunk: Buffer): Buffer[] | undefined {
-    this.#buffer = Buffer.concat([this.#buffer, chunk]);
+  push(chunk: Buffer): Framed {
+    this.#chunks.push(chunk);
+    this.#length += chunk.length;
+    if (this.#length < this.#needed) return { messages: [] };
+    let buffer = this.#chunks.length === 1 ? (this.#chunks[0] as Buffer) : Buffer.concat(this.#chunks);
     const messages: Buffer[] = [];
+    const answers: Buffer[] = [];
+    const keep = (rest: Buffer, needed: number): Framed => {
+      this.#chunks = rest.length > 0 ? [rest] : [];
+      this.#length = rest.length;
+      this.#needed = needed;
+      return answers.length > 0 ? { messages, answer: Buffer.concat(answers) } : { messages };
+    };
     for (;;) {
       if (!this.#started) {
-        if (this.#buffer.length >= 4) {
-          const declared = this.#buffer.readInt32BE(0);
-          if (declared < 8 || declared > MAX_STARTUP) return undefined;
+        if (buffer.length < 4) return keep(buffer, 8);
+        const length = buffer.readInt32BE(0);
+        if (length < 8 || length > MAX_STARTUP) return { refuse: undefined };
+        if (buffer.length < length) return keep(buffer, length);
+        const requested = buffer.readInt32BE(4);
+        const message = buffer.subarray(0, length);
+        buffer = buffer.subarray(length);
+        if (requested === SSL_REQUEST || requested === GSS_REQUEST) {
+          // Neither is offered; answered here, as PostgreSQL does, and psql goes on in the clear.
+          if (length !== 8) return { refuse: undefined };
+          answers.push(Buffer.from('N'));
+          continue;
         }
-        if (this.#buffer.length < 8) return messages;
-        const length = this.#buffer.readInt32BE(0);
-        const code = this.#buffer.readInt32BE(4);
-        if (length < 8 || length > MAX_STARTUP) return undefined;
-        if (this.#buffer.length < length) return messages;
-        const message = this.#buffer.subarray(0, length);
-        if (code === SSL_REQUEST || code === GSS_REQUEST) {
-          if (length !== 8) return undefined;
-          this.sslAsked = true;
-        } else if (code === CANCEL_REQUEST) {
-          if (length !== 16) return undefined;
-        } else if (code === PROTOCOL_3) {
-          // name\0value\0 … \0, with a user among the names.
-          if (length < 10 || message[length - 1] !== 0 || message[length - 2] !== 0) return undefined;
-          const names = message
-            .subarray(8, length - 1)
-            .toString('utf8')
-            .split('\0')
-            .filter((_, i) => i % 2 === 0);
-          if (!names.includes('user')) return undefined;
-          this.#started = true;
-        } else {
-          return undefined;
-        }
+        // A cancel request: PGlite cannot interrupt a statement, so there is nothing to pass on.
+        if (requested === CANCEL_REQUEST) return { refuse: undefined };
+        if (requested !== PROTOCOL_3) return { refuse: undefined };
+        // name\0value\0 … \0, with a user among the names.
+        if (length < 10 || message[length - 1] !== 0 || message[length - 2] !== 0) return { refuse: undefined };
+        const names = message
+          .subarray(8, length - 1)
+          .toString('utf8')
+          .split('\0')
+          .filter((_, i) => i % 2 === 0);
+        if (!names.includes('user')) return { refuse: undefined };
+        this.#started = true;
         messages.push(Buffer.from(message));
-        this.#buffer = this.#buffer.subarray(length);
         continue;
       }
-      if (this.#buffer.length < 5) return messages;
-      const type = this.#buffer[0] as number;
-      const length = this.#buffer.readInt32BE(1);
-      if (!FRONTEND_TYPES.has(type) || length < 4 || length > MAX_MESSAGE) return undefined;
-      if (this.#buffer.length < length + 1) return messages;
-      messages.push(Buffer.from(this.#buffer.subarray(0, length + 1)));
-      this.#buffer = this.#buffer.subarray(length + 1);
+      if (buffer.length < 5) return keep(buffer, 5);
+      const type = buffer[0] as number;
+      const length = buffer.readInt32BE(1);
+      if (!FRONTEND_TYPES.has(type) || length < 4 || length > MAX_MESSAGE) return { refuse: undefined };
+      if (buffer.length < length + 1) return keep(buffer, length + 1);
+      const message = buffer.subarray(0, length + 1);
+      buffer = buffer.subarray(length + 1);
+      if (type === QUERY || type === PARSE) {
+        const refused = refusedStatement(statementOf(message));
+        if (refused !== undefined) return { refuse: refused };
+      }
+      messages.push(Buffer.from(message));
     }
   }
 }
 
+/** The SQL text of a Query or Parse message. */
+function statementOf(message: Buffer): string {
+  let start = 5;
+  if (message[0] === PARSE) start = message.indexOf(0, start) + 1; // past the statement's name
+  const end = message.indexOf(0, start);
+  return message.subarray(start, end < 0 ? message.length : end).toString('utf8');
+}
+
+/** An ErrorResponse of severity FATAL, as PostgreSQL sends before it closes a connection. */
+export function fatalError(sqlState: string, message: string): Buffer {
+  const fields = Buffer.from(`SFATAL\0VFATAL\0C${sqlState}\0M${message}\0\0`);
+  const head = Buffer.alloc(5);
+  head.write('E', 0);
+  head.writeInt32BE(fields.length + 4, 1);
+  return Buffer.concat([head, fields]);
+}
+
 /** Follows the server's answers for ReadyForQuery, whose status says whether a transaction is open. */
 export class BackendWatcher {
-  #buffer = Buffer.alloc(0);
-  #framer: FrontendFramer;
-  /** Called with true when a transaction opens (status T or E), false when it ends (I). */
-  readonly #onTransaction: (open: boolean) => void;
+  #chunks: Buffer[] = [];
+  #length = 0;
+  #needed = 0;
+  readonly #onReady: (idle: boolean) => void;
 
-  constructor(framer: FrontendFramer, onTransaction: (open: boolean) => void) {
-    this.#framer = framer;
-    this.#onTransaction = onTransaction;
+  /** `onReady` hears each ReadyForQuery: true when no transaction is open (status I). */
+  constructor(onReady: (idle: boolean) => void) {
+    this.#onReady = onReady;
   }
 
   push(chunk: Buffer): void {
-    this.#buffer = Buffer.concat([this.#buffer, chunk]);
+    this.#chunks.push(chunk);
+    this.#length += chunk.length;
+    if (this.#length < this.#needed) return;
+    let buffer = this.#chunks.length === 1 ? (this.#chunks[0] as Buffer) : Buffer.concat(this.#chunks);
     for (;;) {
-      if (this.#framer.sslAsked) {
-        if (this.#buffer.length < 1) return;
-        this.#framer.sslAsked = false;
-        this.#buffer = this.#buffer.subarray(1);
-        continue;
-      }
-      if (this.#buffer.length < 5) return;
-      const length = this.#buffer.readInt32BE(1);
-      if (length < 4) return; // not followed further: the server's own framing is trusted
-      if (this.#buffer.length < length + 1) return;
-      if (this.#buffer[0] === READY_FOR_QUERY && length === 5) this.#onTransaction(this.#buffer[5] !== IDLE);
-      this.#buffer = this.#buffer.subarray(length + 1);
+      if (buffer.length < 5) break;
+      const length = buffer.readInt32BE(1);
+      if (buffer.length < length + 1) break;
+      if (buffer[0] === READY_FOR_QUERY && length === 5) this.#onReady(buffer[5] === IDLE);
+      buffer = buffer.subarray(length + 1);
     }
+    this.#chunks = buffer.length > 0 ? [buffer] : [];
+    this.#length = buffer.length;
+    this.#needed = buffer.length < 5 ? 5 : buffer.readInt32BE(1) + 1;
+  }
+}
+
+/**
+ * When a client holds the session: from its first message until the server is ready again with no
+ * transaction open, every answered message answered, and no extended-protocol message waiting for
+ * its Sync. (A client that sends `Parse/Bind/Execute` of `BEGIN` without a Sync after a simple query
+ * gets that query's ReadyForQuery, but still holds the session.)
+ */
+export class SessionHold {
+  /** Messages sent that the server answers with a ReadyForQuery, not answered yet (the startup is one). */
+  #unanswered = 0;
+  #unsynced = false;
+  #inTransaction = false;
+
+  sent(message: Buffer, startup: boolean): void {
+    const type = message[0] as number;
+    if (startup || ANSWERED_TYPES.has(type)) this.#unanswered++;
+    if (EXTENDED_TYPES.has(type)) this.#unsynced = true;
+    else if (ANSWERED_TYPES.has(type)) this.#unsynced = false;
+  }
+
+  ready(idle: boolean): void {
+    this.#unanswered = Math.max(0, this.#unanswered - 1);
+    this.#inTransaction = !idle;
+  }
+
+  get held(): boolean {
+    return this.#unanswered > 0 || this.#unsynced || this.#inTransaction;
+  }
+
+  /** Whether the client leaves something open on the session: a transaction, or messages without their Sync. */
+  get leavesOpen(): boolean {
+    return this.#unsynced || this.#inTransaction;
   }
 }
 
 /**
  * Serves 127.0.0.1:`port`, passing each client's well-formed messages to `upstream` (a path of a
- * Unix socket) and the answers back. A client that sends anything else, or keeps the session longer
- * than `transactionLimitMs` (from a message until ReadyForQuery with no transaction open), is
- * disconnected.
+ * Unix socket) and the answers back. A client that sends anything else, or holds the session longer
+ * than `holdLimitMs`, is disconnected; `onClientGone` then hears whether it left something open.
  */
 export async function startWireGuard(
   port: number,
   upstream: string,
-  transactionLimitMs: number,
-  onClientGone: () => Promise<void>,
+  holdLimitMs: number,
+  onClientGone: (leftOpen: boolean, othersConnected: boolean) => void,
 ): Promise<{ close(): Promise<void> }> {
   const clients = new Set<net.Socket>();
+  /** Every connection, served or being refused: closing the front ends them all. */
+  const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
+    sockets.add(client);
+    client.on('close', () => sockets.delete(client));
+    client.on('error', () => {});
+    if (clients.size >= MAX_CLIENTS) {
+      client.end(fatalError('53300', `the embedded database serves ${MAX_CLIENTS} clients at once: close one`));
+      setTimeout(() => client.destroy(), 1_000).unref();
+      return;
+    }
     clients.add(client);
     const inner = net.createConnection(upstream);
     const framer = new FrontendFramer();
+    const hold = new SessionHold();
+    let startup = true;
     let limit: NodeJS.Timeout | undefined;
     let ended = false;
-    const end = () => {
+    const end = (farewell?: Buffer) => {
       clearTimeout(limit);
-      client.destroy();
+      if (farewell !== undefined && client.writable) {
+        client.end(farewell);
+        setTimeout(() => client.destroy(), 1_000).unref();
+      } else client.destroy();
       inner.destroy();
       clients.delete(client);
       if (ended) return;
       ended = true;
-      // Once the socket server has let go of the client (a transaction rolled back), its settings go too.
-      setTimeout(() => void onClientGone().catch(() => {}), 50).unref();
+      onClientGone(hold.leavesOpen, clients.size > 0);
     };
-    // The clock runs from a client's message until PGlite is ready again with no transaction open:
-    // the service waits for the whole of that time.
-    const busy = () => {
-      limit ??= setTimeout(end, transactionLimitMs);
+    // The clock runs while the client holds the session: the service waits for the whole of that time.
+    const watch = () => {
+      if (!hold.held) {
+        clearTimeout(limit);
+        limit = undefined;
+      } else {
+        limit ??= setTimeout(
+          () => end(fatalError('57014', `the session was held for more than ${holdLimitMs / 1000} s`)),
+          holdLimitMs,
+        );
+      }
     };
-    const watcher = new BackendWatcher(framer, (open) => {
-      if (open) return busy();
-      clearTimeout(limit);
-      limit = undefined;
+    const watcher = new BackendWatcher((idle) => {
+      hold.ready(idle);
+      watch();
     });
     client.on('data', (chunk: Buffer) => {
-      const messages = framer.push(chunk);
-      if (messages === undefined) return end();
-      if (messages.length > 0) busy();
-      for (const message of messages) inner.write(message);
+      const framed = framer.push(chunk);
+      if ('refuse' in framed) return end(framed.refuse === undefined ? undefined : fatalError('0A000', framed.refuse));
+      if (framed.answer !== undefined) client.write(framed.answer);
+      for (const message of framed.messages) {
+        hold.sent(message, startup);
+        startup = false;
+        inner.write(message);
+      }
+      watch();
     });
     inner.on('data', (chunk: Buffer) => {
       watcher.push(chunk);
       client.write(chunk);
     });
-    client.on('error', end);
-    inner.on('error', end);
-    client.on('close', end);
-    inner.on('close', end);
+    client.on('error', () => end());
+    inner.on('error', () => end());
+    client.on('close', () => end());
+    inner.on('close', () => end());
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -168,7 +274,7 @@ export async function startWireGuard(
   return {
     close: () =>
       new Promise<void>((resolve) => {
-        for (const client of clients) client.destroy();
+        for (const socket of sockets) socket.destroy();
         server.close(() => resolve());
       }),
   };

@@ -24,7 +24,7 @@ let migrated: Promise<Blob> | undefined;
  * An embedded database with every migration applied, as a dump made once per test process: each
  * test database starts from a copy of it rather than running the migrations again.
  */
-function migratedPGlite(): Promise<Blob> {
+export function migratedPGlite(): Promise<Blob> {
   migrated ??= (async () => {
     const handle = await openDatabase({ kind: 'pglite-memory' });
     try {
