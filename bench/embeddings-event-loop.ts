@@ -3,7 +3,7 @@
  * 7,950 tokens each (about 294,000 tokens a request) to a fake OpenAI-compatible provider on
  * loopback, while /api/health is timed, one request after another on one keep-alive connection.
  * The same probes on the idle service, in the same run, are the ceiling the loaded figures are
- * read against. The service runs from its build (dist/, as `npm start` does), on PGlite in memory
+ * read against. The service runs as `npm start` runs it (src/, no build step), on PGlite in memory
  * unless DATABASE_URL names a PostgreSQL database; the load comes from a process of its own.
  *
  *   npm run bench:embeddings-event-loop                      # 610 requests, 10 at a time
@@ -18,7 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
-import { buildService, type RunningService } from '../scripts/lib/service-process.ts';
+import type { RunningService } from '../scripts/lib/service-process.ts';
 import { LatencyHistogram } from './lib/latency.ts';
 import { startBenchService, stopAll } from './lib/setup.ts';
 
@@ -139,8 +139,6 @@ function summary(times: number[]) {
   return { n: h.count, p50: h.quantile(0.5), p99: h.quantile(0.99), max: h.maxMs };
 }
 
-progress('building the service (tsc, incremental)');
-buildService();
 progress(`making ${INPUTS} inputs of about ${TOKENS_PER_INPUT} tokens`);
 const inputs = issueInputs();
 const tokensPerRequest = inputs.reduce((n, s) => n + countTokens(s), 0);

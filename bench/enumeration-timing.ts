@@ -39,11 +39,11 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { Client } from 'undici';
-import { buildService, projectRoot, type RunningService } from '../scripts/lib/service-process.ts';
+import { projectRoot, type RunningService } from '../scripts/lib/service-process.ts';
 import { parseBenchOptions } from './lib/options.ts';
 import { writeResults } from './lib/report.ts';
 import { newScratchDatabase, type ScratchDatabase } from './lib/scratch-database.ts';
-import { startBuiltService, stopAll } from './lib/setup.ts';
+import { startServiceInstance, stopAll } from './lib/setup.ts';
 
 const usage =
   'usage: npm run bench:timing -- [--quick] [--database postgres|pglite] [--pairs N] [--warmup N] [--timeout S] [--operations id,…]';
@@ -151,8 +151,6 @@ const started: RunningService[] = [];
 let database: ScratchDatabase | undefined;
 let http: Client | undefined;
 try {
-  progress('building the service (tsc, incremental)');
-  buildService();
   const code = measuredCode();
   database = await newScratchDatabase(kind, 'enumeration_timing');
   progress(`starting the service on a new ${kind} database (${database.label})`);
@@ -163,7 +161,7 @@ try {
     RATE_LIMIT_SIGN_IN: '1000000',
   };
   // Development mode with SMTP_URL unset (an empty value is "not set"): mail goes to the development inbox.
-  const { base } = await startBuiltService(started, {
+  const { base } = await startServiceInstance(started, {
     NODE_ENV: 'development',
     SMTP_URL: '',
     LOG_LEVEL: 'warn',

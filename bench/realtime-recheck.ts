@@ -1,8 +1,8 @@
 /**
- * The re-check of live subscriptions at scale: one instance of the built service on a fresh
- * PostgreSQL database (bench_recheck), 100 users with one socket each, every socket subscribed to
- * 100 channels: 10,000 subscriptions and as many distinct (user, channel) questions for the
- * policies. A publisher publishes every 20 ms on a channel all 100 sockets hold. Each round starts
+ * The re-check of live subscriptions at scale: one instance of the service (as `npm start` runs
+ * it) on a fresh PostgreSQL database (bench_recheck), 100 users with one socket each, every socket
+ * subscribed to 100 channels: 10,000 subscriptions and as many distinct (user, channel) questions
+ * for the policies. A publisher publishes every 20 ms on a channel all 100 sockets hold. Each round starts
  * the instance afresh with one REALTIME_RECHECK_SECONDS value (default rounds: off, every second)
  * and reports publish-to-receipt latency, the re-check's passes and their time, and the instance's
  * event-loop delay (prom-client's, read from GET /metrics): what a pass costs delivery.
@@ -15,11 +15,11 @@
  */
 import { parseArgs } from 'node:util';
 import { io, type Socket } from 'socket.io-client';
-import { buildService, type RunningService } from '../scripts/lib/service-process.ts';
+import type { RunningService } from '../scripts/lib/service-process.ts';
 import { LatencyHistogram } from './lib/latency.ts';
 import { recreateDatabase, signUpUsers, stopServices } from './lib/realtime-setup.ts';
 import { writeResults } from './lib/report.ts';
-import { adminAccessToken, startBuiltService } from './lib/setup.ts';
+import { adminAccessToken, startServiceInstance } from './lib/setup.ts';
 
 const { values } = parseArgs({
   options: {
@@ -83,8 +83,6 @@ async function subscribeAll(socket: Socket, channels: string[]): Promise<void> {
 
 const started: RunningService[] = [];
 try {
-  progress('building the service (tsc, incremental)');
-  buildService();
   const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
   const database = await recreateDatabase(serverUrl, 'bench_recheck');
   const results: Round[] = [];
@@ -93,7 +91,7 @@ try {
     await stopServices(started);
     started.length = 0;
     progress(`round: REALTIME_RECHECK_SECONDS=${recheckSeconds}; starting the instance`);
-    const instance = await startBuiltService(started, {
+    const instance = await startServiceInstance(started, {
       DATABASE_URL: database.url,
       REQUIRE_EMAIL_VERIFICATION: 'false',
       ACCESS_TOKEN_TTL_SECONDS: '14400',
@@ -161,7 +159,7 @@ try {
   const md = [
     '# Re-check of live subscriptions: cost at 10,000 subscriptions',
     '',
-    `One built instance on PostgreSQL ${database.version}; ${USERS} sockets of ${USERS} users, ${CHANNELS_PER_SOCKET} channels each; a publish every ${PUBLISH_EVERY_MS} ms on a channel all of them hold; ${seconds} s measured per round; ${new Date().toISOString()}.`,
+    `One instance on PostgreSQL ${database.version}; ${USERS} sockets of ${USERS} users, ${CHANNELS_PER_SOCKET} channels each; a publish every ${PUBLISH_EVERY_MS} ms on a channel all of them hold; ${seconds} s measured per round; ${new Date().toISOString()}.`,
     '',
     `Reproduce with \`npm run bench:recheck -- --seconds ${seconds} --rounds ${rounds.join(',')}\`.`,
     '',

@@ -1,8 +1,9 @@
 /**
- * The realtime benchmark: two instances of the built service on one fresh PostgreSQL database
- * (bench_realtime, dropped and made again each run), joined by the socket.io adapter chosen, with
- * N subscribers of one channel split evenly between them and a few publishers (each subscribed
- * too, half on each instance) publishing with a bounded window of unacknowledged publishes.
+ * The realtime benchmark: two instances of the service (run as `npm start` runs it) on one fresh
+ * PostgreSQL database (bench_realtime, dropped and made again each run), joined by the socket.io
+ * adapter chosen, with N subscribers of one channel split evenly between them and a few publishers
+ * (each subscribed too, half on each instance) publishing with a bounded window of unacknowledged
+ * publishes.
  *
  *   npm run bench:realtime                          # PostgreSQL adapter, 100 then 1,000 subscribers, 20 s each
  *   npm run bench:realtime -- --quick               # 5 s each, 1 s warm-up
@@ -30,7 +31,7 @@
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { buildService, type RunningService, residentMiB } from '../scripts/lib/service-process.ts';
+import { NPM_START, type RunningService, residentMiB } from '../scripts/lib/service-process.ts';
 import { LatencyHistogram } from './lib/latency.ts';
 import { Publisher, type PublisherFigures, SubscriberPool } from './lib/realtime-clients.ts';
 import { measureCpu } from './lib/realtime-resources.ts';
@@ -504,9 +505,7 @@ progress(
     .map((x) => x.toFixed(2))
     .join(' ')}`,
 );
-progress('building the service (tsc, incremental)');
 const source = sourceState();
-buildService();
 
 const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 progress(`making a fresh database ${DATABASE}`);
@@ -536,7 +535,7 @@ try {
       started.length = 0;
     }
     progress(
-      `starting two instances of the built service (${adapter} adapter${recheckSeconds === undefined ? '' : `, REALTIME_RECHECK_SECONDS=${recheckSeconds}`})`,
+      `starting two instances of the service (${adapter} adapter${recheckSeconds === undefined ? '' : `, REALTIME_RECHECK_SECONDS=${recheckSeconds}`})`,
     );
     const extra: Record<string, string> = {
       METRICS_TOKEN,
@@ -571,9 +570,9 @@ try {
   if (instances === undefined || pool === undefined) throw new Error('no round ran');
 
   const layout = [
-    `service code: ${source}, built into dist/ at the start of the run`,
-    `instance A: built service (dist/src/server.js), pid ${instances[0].pid}, ${instances[0].base}`,
-    `instance B: built service (dist/src/server.js), pid ${instances[1].pid}, ${instances[1].base}`,
+    `service code: ${source}, run from src/ as \`npm start\` runs it (${[...NPM_START.flags, NPM_START.script].join(' ')})`,
+    `instance A: pid ${instances[0].pid}, ${instances[0].base}`,
+    `instance B: pid ${instances[1].pid}, ${instances[1].base}`,
     `PostgreSQL ${database.version} on 127.0.0.1:5432, database ${DATABASE} (made afresh for the run)${adapter === 'postgres' ? ', also carrying the socket.io adapter' : ''}`,
     ...(adapter === 'redis' ? [`Redis on ${REDIS_URL.slice('redis://'.length)}: the socket.io adapter`] : []),
     `${processCount} subscriber process${processCount === 1 ? '' : 'es'} (bench/lib/realtime-worker.ts), pid${processCount === 1 ? '' : 's'} ${pool.pids.join(', ')}: the subscribers in contiguous blocks, each block alternating between A and B`,

@@ -1,7 +1,8 @@
 /**
- * The soak: mixed, realistic traffic against the built service for a long time, reporting errors
- * (none expected: any status a request should not get counts), latency per window and the
- * service's resident memory every second; fails when memory keeps growing after the warm-up.
+ * The soak: mixed, realistic traffic against the service (run as `npm start` runs it) for a long
+ * time, reporting errors (none expected: any status a request should not get counts), latency per
+ * window and the service's resident memory every second; fails when memory keeps growing after the
+ * warm-up.
  *
  *   npm run bench:soak                               # PostgreSQL, 1,000,000 users, 10 minutes, 10 s windows
  *   npm run bench:soak -- --quick                    # 20,000 users, 1 minute, 5 s windows
@@ -18,7 +19,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
-import { buildService, type RunningService, residentMiB } from '../scripts/lib/service-process.ts';
+import { type RunningService, residentMiB } from '../scripts/lib/service-process.ts';
 import { parseBenchOptions } from './lib/options.ts';
 import { prepareDatabase } from './lib/prepare.ts';
 import {
@@ -86,9 +87,6 @@ const thresholds: MemoryThresholds = {
 };
 /** Prepared sign-ups kept for wrong codes (never verified). */
 const WRONG_CODE_ACCOUNTS = 100;
-
-progress('building the service (tsc, incremental)');
-buildService();
 
 progress(`preparing the ${kind} database`);
 const prepared = await prepareDatabase({

@@ -1,6 +1,6 @@
 /**
- * The realtime benchmark's service side: a fresh PostgreSQL database, two instances of the built
- * service on it (realtime enabled, one adapter), the users and the channel, and an orderly stop.
+ * The realtime benchmark's service side: a fresh PostgreSQL database, two instances of the service
+ * on it (as `npm start` runs it) (realtime enabled, one adapter), the users and the channel, and an orderly stop.
  */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
@@ -8,7 +8,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { projectRoot, type RunningService } from '../../scripts/lib/service-process.ts';
 import { CHANNEL, CHANNEL_PATTERN, hashString, OrderFingerprint } from './realtime-shared.ts';
-import { adminAccessToken, startBuiltService } from './setup.ts';
+import { adminAccessToken, startServiceInstance } from './setup.ts';
 
 export type Adapter = 'postgres' | 'redis';
 
@@ -68,8 +68,8 @@ export async function startInstances(
   started: RunningService[],
   env: Record<string, string>,
 ): Promise<{ instances: [Instance, Instance]; adminToken: string }> {
-  const a = await startBuiltService(started, env);
-  const b = await startBuiltService(started, env);
+  const a = await startServiceInstance(started, env);
+  const b = await startServiceInstance(started, env);
   return { instances: [a, b], adminToken: await adminAccessToken(a.base) };
 }
 

@@ -3,9 +3,10 @@
  * (writeResults: bench/results/<name>.md, and .json beside it), and the Markdown of each report:
  * the benchmark suite (bench/run.ts), the soak (bench/soak.ts) and the realtime benchmark
  * (bench/realtime.ts); the re-check benchmark and the timing comparison write theirs through
- * writeResults too. Latency figures come from bench/lib/latency.ts (HdrHistogram).
+ * writeResults too. The suite's tables also become the "Latest figures" of docs/performance.md
+ * (writeLatestFigures). Latency figures come from bench/lib/latency.ts (HdrHistogram).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { projectRoot } from '../../scripts/lib/service-process.ts';
 import type { LoadResult } from './load.ts';
@@ -115,6 +116,71 @@ export function writeReport(r: Report): string[] {
     '',
   ].join('\n');
   return writeResults(`bench-${r.meta.database.toLowerCase()}${r.meta.quick ? '-quick' : ''}`, md, r);
+}
+
+/**
+ * The part of docs/performance.md that a full run writes (bench/run.ts decides which runs do):
+ * everything between the line that starts with `startPrefix` and the `end` line, which both stay (the
+ * start line is rewritten as `start`). Markdown renders neither, and the docs-samples test reads only
+ * a `<!-- sample: … -->` comment right before a code fence.
+ */
+export const latestFiguresMarkers = {
+  startPrefix: '<!-- bench:latest-figures:start',
+  start:
+    '<!-- bench:latest-figures:start (written by a full `npm run bench` on PostgreSQL: edits here are overwritten) -->',
+  end: '<!-- bench:latest-figures:end -->',
+};
+
+/** docs/performance.md, whose Latest figures writeLatestFigures rewrites. */
+export const performanceDoc = path.join(projectRoot, 'docs', 'performance.md');
+
+/**
+ * The Latest figures of docs/performance.md: what the run ran on, then the tables of the results
+ * file (markdownTables), linked as `resultsFile` (a path; written relative to docs/).
+ */
+export function latestFigures(r: Report, resultsFile: string): string {
+  const m = r.meta;
+  const link = path.relative(path.dirname(performanceDoc), resultsFile).split(path.sep).join('/');
+  const shown = path.relative(projectRoot, resultsFile).split(path.sep).join('/');
+  return [
+    `Latest full run ([\`${shown}\`](${link})), ${m.date.slice(0, 10)}:`,
+    `${m.database} ${m.databaseVersion.split(' ')[0]}, ${n(m.users)} users, ${m.cores} cores (${m.cpu}), Node ${m.node.replace(/^v/, '')}, ${m.connections} connections, ${m.durationSeconds} s per case;`,
+    'the service started as `npm start` starts it. Targets are judged for this configuration only.',
+    '',
+    markdownTables(r),
+  ].join('\n');
+}
+
+/**
+ * Rewrites what lies between latestFiguresMarkers in docs/performance.md with latestFigures(r, resultsFile);
+ * throws, writing nothing, unless each marker is there exactly once and in order. Returns the path.
+ */
+export function writeLatestFigures(r: Report, resultsFile: string): string {
+  const text = readFileSync(performanceDoc, 'utf8');
+  const lines = text.split('\n');
+  const at = (prefix: string) => lines.flatMap((line, i) => (line.startsWith(prefix) ? [i] : []));
+  const starts = at(latestFiguresMarkers.startPrefix);
+  const ends = at(latestFiguresMarkers.end);
+  const [start] = starts;
+  const [end] = ends;
+  if (starts.length !== 1 || ends.length !== 1 || start === undefined || end === undefined || end < start) {
+    throw new Error(
+      `${performanceDoc}: expected one line starting with "${latestFiguresMarkers.startPrefix}" and then one "${latestFiguresMarkers.end}"`,
+    );
+  }
+  const rewritten = [
+    ...lines.slice(0, start),
+    latestFiguresMarkers.start,
+    '',
+    latestFigures(r, resultsFile),
+    '',
+    ...lines.slice(end),
+  ].join('\n');
+  // Into a file beside it, then renamed over it: a reader never sees half a file.
+  const temporary = `${performanceDoc}.${process.pid}.tmp`;
+  writeFileSync(temporary, rewritten);
+  renameSync(temporary, performanceDoc);
+  return performanceDoc;
 }
 
 // ---- the soak (bench/soak.ts) ----------------------------------------------------------------

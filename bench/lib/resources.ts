@@ -3,28 +3,29 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
-  BUILT_SERVER,
   freePort,
   projectRoot,
   type RunningService,
   residentMiB,
-  SERVICE_NODE_FLAGS,
+  SERVICE_COMMAND,
   waitFor200,
 } from '../../scripts/lib/service-process.ts';
 import { benchServiceEnv } from './setup.ts';
 
+/**
+ * Start-up of the service as `npm start` runs it (SERVICE_COMMAND: package.json's flags,
+ * `src/server.ts`, no build step), on PGlite, each time to the first 200 from GET /api/health.
+ */
 export interface StartFigures {
-  /** Start to the first 200 from GET /api/health on a new DATA_DIR (the built server). */
+  /** On a new DATA_DIR (created from the template dump), with an empty compile cache. */
   emptyMs: number;
-  /**
-   * On the same DATA_DIR again: the built server (`node dist/src/server.js`) and `npm start` (Node
-   * running the sources), cold (an empty compile cache) and warm (the median of three later starts).
-   */
-  builtColdMs: number;
-  builtWarmMs: number;
-  npmStartColdMs: number;
+  /** On the same DATA_DIR again, with an empty compile cache. */
+  coldMs: number;
+  /** On the same DATA_DIR again, with the compile cache the first start filled: the median of three starts. */
+  warmMs: number;
+  /** The same through `npm start` itself (npm and its prestart check included): the median of three starts. */
   npmStartWarmMs: number;
-  /** Resident memory 2 s after a warm start of the built server, before any request but the health checks. */
+  /** Resident memory 2 s after a warm start, before any request but the health checks. */
   idleMiB: number;
 }
 
@@ -37,7 +38,11 @@ export async function pgliteStartFigures(): Promise<StartFigures> {
   try {
     const env = { ...benchServiceEnv, DATA_DIR: dataDir, PORT: String(await freePort()) };
     const url = `http://127.0.0.1:${env.PORT}/api/health`;
-    const timed = async (command: string[], cache: string, keep?: (pid: number) => Promise<void>): Promise<number> => {
+    const timed = async (
+      command: readonly string[],
+      cache: string,
+      keep?: (pid: number) => Promise<void>,
+    ): Promise<number> => {
       const service = startCommand(command, { ...env, NODE_COMPILE_CACHE: path.join(cacheRoot, cache) });
       try {
         const ms = await waitFor200(url, 60_000);
@@ -47,32 +52,23 @@ export async function pgliteStartFigures(): Promise<StartFigures> {
         await stopCommand(service);
       }
     };
-    const built = [process.execPath, ...SERVICE_NODE_FLAGS, BUILT_SERVER];
     const npmStart = ['npm', 'start', '--silent'];
-    const emptyMs = await timed(built, 'built');
-    const builtColdMs = await timed(built, 'built-fresh');
-    const npmStartColdMs = await timed(npmStart, 'sources');
-    const builtWarm: number[] = [];
+    const emptyMs = await timed(SERVICE_COMMAND, 'kept');
+    const coldMs = await timed(SERVICE_COMMAND, 'fresh');
+    const warm: number[] = [];
     const npmStartWarm: number[] = [];
     let idleMiB = Number.NaN;
     for (let i = 0; i < WARM_STARTS; i++) {
-      builtWarm.push(
-        await timed(built, 'built', async (pid) => {
+      warm.push(
+        await timed(SERVICE_COMMAND, 'kept', async (pid) => {
           if (i > 0) return;
           await new Promise((r) => setTimeout(r, 2000));
           idleMiB = residentMiB(pid);
         }),
       );
-      npmStartWarm.push(await timed(npmStart, 'sources'));
+      npmStartWarm.push(await timed(npmStart, 'kept'));
     }
-    return {
-      emptyMs,
-      builtColdMs,
-      builtWarmMs: median(builtWarm),
-      npmStartColdMs,
-      npmStartWarmMs: median(npmStartWarm),
-      idleMiB,
-    };
+    return { emptyMs, coldMs, warmMs: median(warm), npmStartWarmMs: median(npmStartWarm), idleMiB };
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
     rmSync(cacheRoot, { recursive: true, force: true });
@@ -85,7 +81,7 @@ function median(values: number[]): number {
 }
 
 /** Runs a command in a process group of its own (npm starts a shell that starts node), from the project's root. */
-function startCommand(command: string[], env: Record<string, string>): RunningService {
+function startCommand(command: readonly string[], env: Record<string, string>): RunningService {
   const [file, ...args] = command as [string, ...string[]];
   const child = spawn(file, args, {
     cwd: projectRoot,

@@ -1,11 +1,5 @@
 import { createHash } from 'node:crypto';
-import {
-  BUILT_SERVER,
-  freePort,
-  type RunningService,
-  startService,
-  waitFor200,
-} from '../../scripts/lib/service-process.ts';
+import { freePort, type RunningService, startService, waitFor200 } from '../../scripts/lib/service-process.ts';
 
 /** Starts the ceiling, a bare Fastify JSON route, in its own process; returns its URL. */
 export async function startCeiling(started: RunningService[]): Promise<string> {
@@ -98,13 +92,15 @@ const unlimited = {
 };
 
 /**
- * Starts one instance of the built service (benchServiceEnv, limits raised, `env` on top) on a free
- * loopback port and waits for its health check. The database must be prepared (or empty: the
- * service migrates it at start); start instances that share a database one after the other.
+ * Starts one instance of the service as `npm start` runs it (the flags of package.json's `start`
+ * script, `src/server.ts`, no build step; see startService) with benchServiceEnv, limits raised and
+ * `env` on top, on a free loopback port, and waits for its health check. The database must be
+ * prepared (or empty: the service migrates it at start); start instances that share a database one
+ * after the other.
  */
-export async function startBuiltService(started: RunningService[], env: Record<string, string>) {
+export async function startServiceInstance(started: RunningService[], env: Record<string, string>) {
   const port = await freePort();
-  const service = startService({ ...benchServiceEnv, ...unlimited, PORT: String(port), ...env }, BUILT_SERVER);
+  const service = startService({ ...benchServiceEnv, ...unlimited, PORT: String(port), ...env });
   started.push(service);
   const base = `http://127.0.0.1:${port}`;
   try {
@@ -116,13 +112,13 @@ export async function startBuiltService(started: RunningService[], env: Record<s
 }
 
 /**
- * Starts the fake upstream (its API root is returned as `upstream`) and the built service on the
- * prepared database (limits raised, the upstream configured, `env` on top), waits for its health
- * check and signs in its administrator.
+ * Starts the fake upstream (its API root is returned as `upstream`) and the service (as `npm start`
+ * runs it) on the prepared database (limits raised, the upstream configured, `env` on top), waits
+ * for its health check and signs in its administrator.
  */
 export async function startBenchService(started: RunningService[], env: Record<string, string>) {
   const upstream = await startFakeUpstreamProcess(started);
-  const { service, pid, base } = await startBuiltService(started, {
+  const { service, pid, base } = await startServiceInstance(started, {
     EMBEDDINGS_BASE_URL: upstream,
     EMBEDDINGS_API_KEY: 'bench-upstream-key',
     ...env,

@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -20,36 +20,57 @@ export interface RunningService {
   exited: Promise<number | null>;
 }
 
-/** Compiles the service into dist/ (incremental: about 2 s when nothing changed), as `npm start` does. */
-export function buildService(): void {
-  execFileSync(
-    process.execPath,
-    [path.join(projectRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
-    {
-      cwd: projectRoot,
-      stdio: 'inherit',
-    },
-  );
+/** How `npm start` runs the service: Node's flags and the script, from package.json's `start` script. */
+export interface StartCommand {
+  flags: string[];
+  script: string;
 }
 
 /**
- * The V8 flags the service runs with (`npm start`, the Dockerfile): WebAssembly compiled by the baseline
- * compiler only (the optimising tier cost PGlite's Postgres about 40 MB of resident memory and CPU at start,
- * for queries about 5% faster), and the young generation of Node 22 (Node 24's doubled one held about
- * 30 MB more at idle). V8 takes them only on the command line: set at run time, Node 24 ignores them.
+ * Reads a `start` script of the form `node [--flag …] <script>.ts` (nothing else: no variables, no
+ * quoting, no second command); throws on anything else, so that whatever runs the service "as
+ * `npm start` does" fails loudly instead of drifting from it.
  */
-export const SERVICE_NODE_FLAGS = ['--liftoff-only', '--max-semi-space-size=16'];
+export function parseStartScript(start: string): StartCommand {
+  const [node, ...rest] = start.trim().split(/\s+/);
+  const script = rest.pop();
+  const flags = rest;
+  if (
+    node !== 'node' ||
+    script === undefined ||
+    !/^[\w./-]+\.ts$/.test(script) ||
+    !flags.every((f) => /^--[\w-]+(=[\w.,-]+)?$/.test(f))
+  ) {
+    throw new Error(`package.json's start script is not "node [--flag ...] <script>.ts": ${JSON.stringify(start)}`);
+  }
+  return { flags, script };
+}
 
-/** The compiled server (see buildService), as production runs it. */
-export const BUILT_SERVER = 'dist/src/server.js';
+/** `npm start`, as package.json says (see parseStartScript). */
+export const NPM_START: StartCommand = parseStartScript(
+  (JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts
+    .start,
+);
 
 /**
- * Starts `src/server.ts` (or another script) as a child process with the given environment on top
- * of a minimal one. Node runs TypeScript directly (type stripping), as `npm start` does; the service
- * itself runs with SERVICE_NODE_FLAGS.
+ * The V8 flags the service runs with (`npm start`, the Dockerfile), read from package.json's `start`
+ * script: WebAssembly compiled by the baseline compiler only (the optimising tier cost PGlite's
+ * Postgres about 40 MB of resident memory and CPU at start, for queries about 5% faster), and the
+ * young generation of Node 22 (Node 24's doubled one held about 30 MB more at idle). V8 takes them
+ * only on the command line: set at run time, Node 24 ignores them.
  */
-export function startService(env: Record<string, string>, script = 'src/server.ts'): RunningService {
-  const flags = script === 'src/server.ts' || script === BUILT_SERVER ? SERVICE_NODE_FLAGS : [];
+export const SERVICE_NODE_FLAGS = NPM_START.flags;
+
+/** `npm start`'s command line without npm: this Node, the flags and the script (`src/server.ts`; no build step). */
+export const SERVICE_COMMAND: readonly string[] = [process.execPath, ...NPM_START.flags, NPM_START.script];
+
+/**
+ * Starts the service as `npm start` does (NPM_START: its flags, `src/server.ts`, no build step), or
+ * another script without them, as a child process with the given environment on top of a minimal
+ * one. Node runs TypeScript directly (type stripping).
+ */
+export function startService(env: Record<string, string>, script = NPM_START.script): RunningService {
+  const flags = script === NPM_START.script ? NPM_START.flags : [];
   const child = spawn(process.execPath, [...flags, script], {
     cwd: projectRoot,
     env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', LOG_LEVEL: 'warn', ...env },
