@@ -10,11 +10,9 @@ import { ConfigError, loadConfig } from '../src/config.ts';
 import { DataDirLockedError } from '../src/db/data-dir-lock.ts';
 import { openDatabase } from '../src/db/database.ts';
 import { contentsLine } from './lib/embedded-contents.ts';
+import { failsAs } from './lib/fail.ts';
 
-const fail = (message: string): never => {
-  console.error(`backup: ${message}`);
-  process.exit(1);
-};
+const fail = failsAs('backup');
 
 const file = process.argv[2];
 if (!file || file.startsWith('-')) fail('name the file to write: npm run backup -- <file>');

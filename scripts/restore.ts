@@ -9,11 +9,9 @@ import { ConfigError, loadConfig } from '../src/config.ts';
 import { DataDirLockedError } from '../src/db/data-dir-lock.ts';
 import { openDatabase } from '../src/db/database.ts';
 import { contentsLine } from './lib/embedded-contents.ts';
+import { failsAs } from './lib/fail.ts';
 
-const fail = (message: string): never => {
-  console.error(`restore: ${message}`);
-  process.exit(1);
-};
+const fail = failsAs('restore');
 
 const file = process.argv[2];
 if (!file || file.startsWith('-')) fail('name the backup to restore: npm run restore -- <file>');

@@ -45,7 +45,9 @@ export async function pgliteStartFigures(): Promise<StartFigures> {
     ): Promise<number> => {
       const service = startCommand(command, { ...env, NODE_COMPILE_CACHE: path.join(cacheRoot, cache) });
       try {
-        const ms = await waitFor200(url, 60_000);
+        const ms = await waitFor200(url, 60_000).catch((err: Error) => {
+          throw new Error(`${command.join(' ')}: ${err.message}; its output:\n${service.output()}`);
+        });
         await keep?.(service.child.pid as number);
         return ms;
       } finally {
@@ -103,14 +105,27 @@ function startCommand(command: readonly string[], env: Record<string, string>): 
   return { child, output: () => output, exited };
 }
 
-/** Stops the whole process group and waits for its leader to exit. */
+/**
+ * Stops the whole process group and waits until every process of it is gone: with `npm start` the
+ * leader (npm) exits before the service has let go of its port and data directory.
+ */
 async function stopCommand(service: RunningService): Promise<void> {
+  const group = -(service.child.pid as number);
   try {
-    process.kill(-(service.child.pid as number), 'SIGTERM');
+    process.kill(group, 'SIGTERM');
   } catch {
     // already gone
   }
   await service.exited;
+  for (const deadline = Date.now() + 30_000; Date.now() < deadline; ) {
+    try {
+      process.kill(group, 0);
+    } catch {
+      return; // no process of the group is left
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  process.kill(group, 'SIGKILL');
 }
 
 /** Samples a process's resident memory every 250 ms and keeps the highest. */

@@ -58,9 +58,14 @@ export function createAdminAccount(deps: AuthDeps, issuer: SessionIssuer) {
     if (!config.admin) return;
     const { email, password } = config.admin;
     const existing = await users.findUserByEmail(db, email);
-    const samePassword = existing?.password_hash ? await verifyPassword(password, existing.password_hash) : false;
     const applied = await lastApplied(db);
     const unchanged = applied?.email === email && (await verifyPassword(password, applied.hash));
+    // Each verification is a scrypt: the usual start (the account's hash is the one applied) needs one.
+    const samePassword = !existing?.password_hash
+      ? false
+      : applied?.email === email && existing.password_hash === applied.hash
+        ? unchanged
+        : await verifyPassword(password, existing.password_hash);
     const stillTheAdministrator =
       existing !== undefined && existing.role === 'admin' && existing.email_verified && existing.id === applied?.userId;
     if (unchanged) {
