@@ -230,3 +230,21 @@ t.test('strings PostgreSQL cannot store are a 400 naming the field, never a 500'
     t.match(assertErrorBody(t, res, 400, 'INVALID_INPUT').message, /^body\.(name|password) contains a NUL/, payload);
   }
 });
+
+t.test('each request is one log line, written once it is answered', async (t) => {
+  const { app, lines } = await buildAppCapturingLogs(t, 'info');
+  const before = lines.length;
+  await app.inject({ url: '/api/health', headers: { 'x-request-id': 'one-line-check' } });
+  const mine = lines
+    .slice(before)
+    .map((l) => JSON.parse(l))
+    .filter((l) => l.reqId === 'one-line-check');
+  t.equal(mine.length, 1, 'one line');
+  t.match(mine[0], {
+    level: 30,
+    msg: 'request completed',
+    req: { method: 'GET', url: '/api/health' },
+    res: { statusCode: 200 },
+    responseTime: Number,
+  });
+});
