@@ -202,6 +202,28 @@ t.test('the attempt rules hold for every purpose, and a code is worth nothing el
   t.equal((await submit('password_reset', email, CODE)).statusCode, 200, 'a day later the right code works');
 });
 
+t.test('simultaneous guesses at one code each take an attempt of their own', async (t) => {
+  const s = await setup(t);
+  const email = newEmail('simultaneous');
+  await insertUser(s.db, email, false);
+  await plant(s, 'verification', email, CODE);
+  const guesses = 2 * MAX_CODE_FAILURES;
+  const answers = await Promise.all(
+    Array.from({ length: guesses }, (_, i) => s.verifyElsewhere({ email, otp: wrongCode(CODE, i + 1) })),
+  );
+  t.same(
+    answers.map((a) => a.statusCode),
+    answers.map(() => 400),
+    'every wrong guess is refused',
+  );
+  const { rows } = await sql<{ failed: number; window: number }>`
+    select c.failed_attempts as failed, l.code_attempts_in_window as window
+    from one_time_codes c join email_send_log l using (email)
+    where c.email = ${email} and c.purpose = 'verification'`.execute(s.db);
+  t.same(rows, [{ failed: guesses, window: guesses }], 'the code and the address each counted every guess');
+  assertErrorBody(t, await s.verifyElsewhere({ email, otp: CODE }), 400, 'INVALID_OTP');
+});
+
 t.test('housekeeping deletes expired codes and tokens, never a verification row', async (t) => {
   const s = await setup(t);
   const email = await insertUser(s.db, newEmail('housekeeping'), false).then(async (id) => {

@@ -107,20 +107,15 @@ export function createOneTimeCodes(deps: AuthDeps) {
 
   /**
    * A code submission for a (lower-cased) address. The code's attempt is taken and the address's
-   * daily attempt counted (over every purpose) before comparing, in one transaction that commits
+   * daily attempt counted (over every purpose) before comparing, in one statement that commits
    * whatever the answer, so that concurrent guesses cannot share attempts; an attempt without an
-   * unused code writes one row instead of the code's count, so the statements and writes are the
+   * unused code writes one row instead of the code's count, so the statement and its writes are the
    * same whether the address has an account or an unused code or not. Wrong, expired, used,
    * voided and missing codes all throw the same INVALID_OTP. Returns the code's row, not yet consumed.
    */
   async function check(purpose: EmailCodePurpose, email: string, code: string): Promise<OneTimeCodeRow> {
     const now = clock.now();
-    const { attempts, row } = await db.transaction().execute(async (trx) => {
-      const taken = await store.takeCodeAttempt(trx, purpose, email);
-      await store.recordAttemptWithoutCode(trx, email, purpose, taken !== undefined, now);
-      const againstLiveCode = taken?.code_expires_at != null && taken.code_expires_at > now;
-      return { attempts: await store.recordAddressCodeAttempt(trx, email, now, againstLiveCode), row: taken };
-    });
+    const { row, addressAttempts: attempts } = await store.recordCodeAttempt(db, purpose, email, now);
     const stored = row?.code_hmac ?? '0'.repeat(64);
     const matches = constantTimeEqual(stored, expectedHmac(purpose, email, code, stored));
     const live =

@@ -272,87 +272,64 @@ export async function issueResetCode(
 }
 
 /**
- * Takes one attempt of the address's unused code for `purpose`, atomically: the count goes up
- * before the code is compared, so concurrent guesses cannot share one attempt. Returns the code as
- * it is after the count (undefined when the address has no unused code: nothing is written then).
+ * One code attempt at an address, in one statement (its row locks held only while it runs, so that
+ * guesses at one address do not queue behind each other's round trips):
+ * - the address's unused code of `purpose` has its count taken before it is compared, so that
+ *   concurrent guesses cannot share one attempt; the code is returned as it is after the count;
+ * - when there is no such code, one row of `code_attempt_misses` is written instead, so that an
+ *   attempt at any address writes the same number of rows with the same statement;
+ * - the attempt is counted in the address's daily window (over every purpose; the row the email
+ *   limits keep, see address-limits.ts), and `addressAttempts` is how many it has had. Only guesses
+ *   at a live code count: guesses where there is none cannot succeed, and counting them let a
+ *   stranger use up the address's allowance and so refuse the owner's next right code.
  */
-export async function takeCodeAttempt(
+export async function recordCodeAttempt(
   db: Executor,
   purpose: EmailCodePurpose,
   email: string,
-): Promise<OneTimeCodeRow | undefined> {
-  return db
-    .updateTable('one_time_codes')
-    .set({ failed_attempts: sql`failed_attempts + 1` })
-    .where('email', '=', email)
-    .where('purpose', '=', purpose)
-    .where('code_hmac', 'is not', null)
-    .where('consumed_at', 'is', null)
-    .returningAll()
-    .executeTakeFirst();
-}
-
-/**
- * The second part of a code attempt: when no unused code was taken (`taken` false), one row is
- * written here instead, so that an attempt at an address with an unused code (whose count goes up)
- * and one at any other address write one row each and run the same statements. Writes nothing
- * when a code was taken.
- */
-export async function recordAttemptWithoutCode(
-  db: Executor,
-  email: string,
-  purpose: EmailCodePurpose,
-  taken: boolean,
   now: Date,
-): Promise<void> {
-  await db
-    .insertInto('code_attempt_misses')
-    .columns(['email', 'purpose', 'attempts', 'last_attempt_at'])
-    .expression(
-      db
-        .selectNoFrom((eb) => [
-          eb.val(email).as('email'),
-          eb.val(purpose).as('purpose'),
-          sql<number>`1`.as('attempts'),
-          eb.val(now).as('last_attempt_at'),
-        ])
-        .where(sql<boolean>`${!taken}::boolean`),
-    )
-    .onConflict((oc) =>
-      oc.columns(['email', 'purpose']).doUpdateSet({
-        attempts: sql<number>`code_attempt_misses.attempts + 1`,
-        last_attempt_at: sql<Date>`excluded.last_attempt_at`,
-      }),
-    )
-    .execute();
-}
-
-/**
- * The third part of a code attempt: counts it in the address's daily window (over every purpose;
- * the row the email limits keep, see address-limits.ts) and returns how many it has had. One
- * writing statement whether or not the address has an account or a code. Only guesses at a live
- * code count (`againstLiveCode`): guesses where there is none cannot succeed, and counting them
- * let a stranger use up the address's allowance and so refuse the owner's next right code.
- */
-export async function recordAddressCodeAttempt(
-  db: Executor,
-  email: string,
-  now: Date,
-  againstLiveCode: boolean,
-): Promise<number> {
-  const counted = againstLiveCode ? 1 : 0;
+): Promise<{ row: OneTimeCodeRow | undefined; addressAttempts: number }> {
   const dayAgo = new Date(now.getTime() - DAY_MS);
-  const result = await sql<{ attempts: number }>`
+  // The count is the statement itself (an INSERT, whose row is written whatever the address), and
+  // the code comes back with it as JSON: RETURNING names only the inserted row's columns.
+  const result = await sql<{ address_attempts: number; code: Record<string, unknown> | null }>`
+    with taken as (
+      update one_time_codes set failed_attempts = failed_attempts + 1
+      where email = ${email} and purpose = ${purpose} and code_hmac is not null and consumed_at is null
+      returning *
+    ), missed as (
+      insert into code_attempt_misses as m (email, purpose, attempts, last_attempt_at)
+      select ${email}, ${purpose}, 1, ${now} where not exists (select 1 from taken)
+      on conflict (email, purpose) do update set attempts = m.attempts + 1, last_attempt_at = excluded.last_attempt_at
+    )
     insert into email_send_log as l (email, last_sent_at, window_started_at, sent_in_window, code_attempts_in_window)
-    values (${email}, to_timestamp(0), ${now}, 0, ${counted})
+    values (${email}, to_timestamp(0), ${now}, 0, coalesce((select 1 from taken where code_expires_at > ${now} limit 1), 0))
     on conflict (email) do update set
       window_started_at = case when l.window_started_at <= ${dayAgo} then excluded.window_started_at else l.window_started_at end,
       sent_in_window = case when l.window_started_at <= ${dayAgo} then 0 else l.sent_in_window end,
-      code_attempts_in_window = case when l.window_started_at <= ${dayAgo} then ${counted}
-        else l.code_attempts_in_window + ${counted} end
-    returning code_attempts_in_window as attempts
+      code_attempts_in_window = case when l.window_started_at <= ${dayAgo} then excluded.code_attempts_in_window
+        else l.code_attempts_in_window + excluded.code_attempts_in_window end
+    returning code_attempts_in_window as address_attempts, (select to_jsonb(taken) from taken limit 1) as code
   `.execute(db);
-  return Number(result.rows[0]?.attempts ?? 0);
+  const first = result.rows[0];
+  const code = first?.code ?? null;
+  return {
+    row: code === null ? undefined : codeRowFromJson(code),
+    addressAttempts: Number(first?.address_attempts ?? 0),
+  };
+}
+
+/** The timestamp columns of one_time_codes, which JSON carries as text. */
+const CODE_TIMESTAMPS = ['code_expires_at', 'token_expires_at', 'consumed_at', 'created_at'] as const;
+
+/** A row of one_time_codes from its `to_jsonb`, with its timestamps as Dates again. */
+function codeRowFromJson(json: Record<string, unknown>): OneTimeCodeRow {
+  const row = { ...json };
+  for (const column of CODE_TIMESTAMPS) {
+    const value = row[column];
+    if (typeof value === 'string') row[column] = new Date(value);
+  }
+  return row as unknown as OneTimeCodeRow;
 }
 
 /** The row of `purpose` whose token has this SHA-256, used or not, live or not. */
