@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import fastifyCookie from '@fastify/cookie';
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import type { LoggerOptions } from 'pino';
 import { type AuditTrail, createAuditTrail } from './audit/audit-trail.ts';
 import { WEBHOOK_EVENT_TYPES } from './audit/event-types.ts';
@@ -81,15 +81,18 @@ function loggerOptions(config: Readonly<Config>): LoggerOptions {
 }
 
 /**
- * The request's one log line, once answered: the request (its secrets redacted by the serializer),
- * the status and the time taken.
+ * Fastify's request log lines, one per request: the request (its secrets redacted by the `req`
+ * serializer), the status and the time taken, written once it is answered. The others (errors of
+ * the default handlers, streams, serializers) stay as Fastify writes them.
  */
-function requestLog(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
-  reply.log.info(
-    { req: request, res: { statusCode: reply.statusCode }, responseTime: reply.elapsedTime },
-    'request completed',
-  );
-  done();
+class OneLinePerRequest extends LogController {
+  override incomingRequest(): void {}
+
+  override requestCompleted(error: Error | null, request: FastifyRequest, reply: FastifyReply): void {
+    const line = { req: request, res: reply, responseTime: reply.elapsedTime };
+    if (error) reply.log.error({ ...line, err: error }, 'request errored');
+    else reply.log.info(line, 'request completed');
+  }
 }
 
 /** Builds the whole app on an open database, without listening. */
@@ -97,8 +100,8 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   const app = Fastify({
     // Redaction and serializers apply whatever the caller adds (level, stream).
     logger: deps.logger === false ? false : { ...loggerOptions(config), ...(deps.logger === true ? {} : deps.logger) },
-    // One line per request, written when it is answered (requestLog below), instead of two.
-    disableRequestLogging: true,
+    // One line per request, written when it is answered, instead of two.
+    logController: new OneLinePerRequest(),
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
@@ -135,7 +138,6 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     },
   });
 
-  app.addHook('onResponse', requestLog);
   // Only application/json is declared in the spec: anything else is 415, never an unvalidated body.
   app.removeContentTypeParser('text/plain');
   acceptEmptyJsonBodies(app);
