@@ -25,6 +25,7 @@ t.test('the service starts on an empty DATA_DIR, refuses a second process on it,
 
   const health = await fetch(`http://127.0.0.1:${port}/api/health`);
   t.equal(health.status, 200, 'the first process is unharmed');
+  t.notMatch(first.output(), /warning|deprecat/i, 'no warning from Node or a library at start or on a request');
 
   first.child.kill('SIGTERM');
   t.equal(await first.exited, 0, 'SIGTERM: a clean exit');
