@@ -6,14 +6,14 @@
 // database is away (503 on /api/health) and one that was killed, while requests go on succeeding.
 // The timeouts that would take minutes to exercise are read from the file and held to the guide.
 
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import t, { type Test } from 'tap';
-import { freePort, projectRoot } from '../scripts/lib/service-process.ts';
+import { freePort, projectRoot, spawnCapturing } from '../scripts/lib/service-process.ts';
 import { decodeClaims, newEmail, PASSWORD } from './helpers/auth.ts';
 import { contractProblem } from './helpers/contract-check.ts';
 import { createTestDatabase, usingPostgres } from './helpers/database.ts';
@@ -99,7 +99,7 @@ interface Balancer {
 async function startHaproxy(t: Test, instances: ServiceInstance[]): Promise<Balancer> {
   const port = await freePort();
   const statsPort = await freePort();
-  const child: ChildProcess = spawn('haproxy', ['-db', '-f', CONFIG_FILE], {
+  const haproxy = spawnCapturing('haproxy', ['-db', '-f', CONFIG_FILE], {
     cwd: projectRoot,
     env: {
       PATH: process.env.PATH ?? '',
@@ -107,30 +107,23 @@ async function startHaproxy(t: Test, instances: ServiceInstance[]): Promise<Bala
       LB_STATS_BIND: `127.0.0.1:${statsPort}`,
       ...Object.fromEntries(instances.map((instance, i) => [`INSTANCE_${i + 1}`, `127.0.0.1:${instance.port}`])),
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  child.stdout?.on('data', (d) => {
-    output += String(d);
-  });
-  child.stderr?.on('data', (d) => {
-    output += String(d);
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const { child, exited } = haproxy;
+  const output = () => haproxy.output();
   t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) {
       process.kill(child.pid, 'SIGTERM');
       await exited;
     }
   });
-  const balancer = { port, url: `http://127.0.0.1:${port}`, statsPort, output: () => output };
+  const balancer = { port, url: `http://127.0.0.1:${port}`, statsPort, output };
   for (const deadline = Date.now() + 5_000; ; await pause(50)) {
-    if (child.exitCode !== null) throw new Error(`haproxy exited with ${child.exitCode}:\n${output}`);
+    if (child.exitCode !== null) throw new Error(`haproxy exited with ${child.exitCode}:\n${output()}`);
     const states = await serverStates(balancer).catch(() => undefined);
     if (states !== undefined && instances.every((_, i) => states.get(`instance${i + 1}`) === 'UP')) break;
     if (Date.now() > deadline) {
       const seen = [...(states ?? [])].map(([server, state]) => `${server} ${state}`).join(', ');
-      throw new Error(`haproxy did not report every instance UP within 5 s (${seen}):\n${output.slice(-2_000)}`);
+      throw new Error(`haproxy did not report every instance UP within 5 s (${seen}):\n${output().slice(-2_000)}`);
     }
   }
   return balancer;

@@ -39,6 +39,22 @@ async function start(t: Test) {
   return { app, port, wire, client, database };
 }
 
+/** An app whose wire server disconnects a client that holds the session over `holdLimitMs`. */
+async function startWithHoldLimit(t: Test, holdLimitMs: number) {
+  const port = await freePort();
+  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATABASE_URL: 'memory://' });
+  const database = await openDatabase(config.database, { loadDataDir: await migratedPGlite() });
+  const app = await buildApp(config, { database, logger: false });
+  await app.ready();
+  const wire = await database.serveOverWire?.(port, { holdLimitMs });
+  t.teardown(async () => {
+    await wire?.close();
+    await app.close();
+    await database.close();
+  });
+  return { app, port, database };
+}
+
 const signUp = (app: Awaited<ReturnType<typeof start>>['app'], email: string) =>
   app.inject({ method: 'POST', url: '/api/auth/users', payload: { email, password: PASSWORD } });
 
@@ -194,17 +210,7 @@ t.test("a departed client's settings do not stay in force for the service", asyn
 });
 
 t.test('a client that keeps a transaction open past the limit is disconnected and rolled back', async (t) => {
-  const port = await freePort();
-  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATABASE_URL: 'memory://' });
-  const database = await openDatabase(config.database, { loadDataDir: await migratedPGlite() });
-  const app = await buildApp(config, { database, logger: false });
-  await app.ready();
-  const wire = await database.serveOverWire?.(port, { holdLimitMs: 1_000 });
-  t.teardown(async () => {
-    await wire?.close();
-    await app.close();
-    await database.close();
-  });
+  const { app, port, database } = await startWithHoldLimit(t, 1_000);
   const c = new pg.Client({ host: '127.0.0.1', port, user: 'psql', database: 'postgres' });
   c.on('error', () => {});
   await c.connect();
@@ -332,17 +338,7 @@ t.test('extended-protocol messages without their Sync hold the session, and are 
 });
 
 t.test('a simple query answered does not end the hold of an unsynced BEGIN behind it', async (t) => {
-  const port = await freePort();
-  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATABASE_URL: 'memory://' });
-  const database = await openDatabase(config.database, { loadDataDir: await migratedPGlite() });
-  const app = await buildApp(config, { database, logger: false });
-  await app.ready();
-  const wire = await database.serveOverWire?.(port, { holdLimitMs: 1_000 });
-  t.teardown(async () => {
-    await wire?.close();
-    await app.close();
-    await database.close();
-  });
+  const { app, port } = await startWithHoldLimit(t, 1_000);
   const s = await rawSession(port);
   s.send(wireQuery('select 1'), parse('begin'), bind(), execute());
   const started = performance.now();

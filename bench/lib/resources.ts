@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,6 +7,7 @@ import {
   type RunningService,
   residentMiB,
   SERVICE_COMMAND,
+  spawnCapturing,
   waitFor200,
 } from '../../scripts/lib/service-process.ts';
 import { benchServiceEnv } from './setup.ts';
@@ -85,7 +85,7 @@ function median(values: number[]): number {
 /** Runs a command in a process group of its own (npm starts a shell that starts node), from the project's root. */
 function startCommand(command: readonly string[], env: Record<string, string>): RunningService {
   const [file, ...args] = command as [string, ...string[]];
-  const child = spawn(file, args, {
+  return spawnCapturing(file, args, {
     cwd: projectRoot,
     env: {
       PATH: process.env.PATH ?? '',
@@ -94,15 +94,8 @@ function startCommand(command: readonly string[], env: Record<string, string>): 
       LOG_LEVEL: 'warn',
       ...env,
     },
-    stdio: ['ignore', 'ignore', 'pipe'],
     detached: true,
   });
-  let output = '';
-  child.stderr?.on('data', (d) => {
-    output += String(d);
-  });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, output: () => output, exited };
 }
 
 /**

@@ -71,18 +71,25 @@ export const SERVICE_COMMAND: readonly string[] = [process.execPath, ...NPM_STAR
  */
 export function startService(env: Record<string, string>, script = NPM_START.script): RunningService {
   const flags = script === NPM_START.script ? NPM_START.flags : [];
-  const child = spawn(process.execPath, [...flags, script], {
+  return spawnCapturing(process.execPath, [...flags, script], {
     cwd: projectRoot,
     env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
+}
+
+/** Spawns a command with its standard output and error kept together (`output()`), and its exit awaited. */
+export function spawnCapturing(
+  file: string,
+  args: readonly string[],
+  options: { cwd: string; env: Record<string, string>; detached?: boolean },
+): RunningService {
+  const child = spawn(file, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
-  child.stdout?.on('data', (d) => {
+  const keep = (d: Buffer) => {
     output += String(d);
-  });
-  child.stderr?.on('data', (d) => {
-    output += String(d);
-  });
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return { child, output: () => output, exited };
 }
