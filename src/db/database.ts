@@ -7,6 +7,7 @@ import pg from 'pg';
 import type { DatabaseConfig } from '../config.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { PGlitePool } from './pglite-pool.ts';
+import { refuseExternalPrograms } from './pglite-programs.ts';
 import { readTemplate } from './pglite-template.ts';
 import { serveOverWire, type WireOptions, type WireServer } from './pglite-wire.ts';
 import { PreparingClient } from './prepared-statements.ts';
@@ -109,6 +110,7 @@ export async function openDatabase(
   const unlock = config.kind === 'pglite' ? lockDataDir(config.dataDir) : () => {};
   try {
     const pglite = await PGlite.create(pgliteOptions(config, options.loadDataDir));
+    refuseExternalPrograms(pglite);
     const pool = new PGlitePool(pglite);
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return {

@@ -32,6 +32,16 @@ export class PGlitePool implements PostgresPool {
     };
   }
 
+  /**
+   * Runs `prepare` each time the session is about to be lent, in that turn, before the borrower has
+   * it (the wire server resets what a departed psql left: pglite-wire.ts). It reports its own errors.
+   */
+  beforeEachLend(prepare: () => Promise<void>): void {
+    this.#beforeLend = prepare;
+  }
+
+  #beforeLend: (() => Promise<void>) | undefined;
+
   /** Waits until the session is free, then lends it; `release()` hands it to the next borrower. */
   async connect(): Promise<PostgresPoolClient> {
     if (this.#ended) throw new Error('the embedded database is closed');
@@ -44,6 +54,7 @@ export class PGlitePool implements PostgresPool {
     this.#waiting += 1;
     await previous;
     this.#waiting -= 1;
+    await this.#beforeLend?.().catch(() => {});
     this.#lent = true;
     let released = false;
     this.#client.release = () => {

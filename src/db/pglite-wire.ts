@@ -38,26 +38,47 @@ function queryMessage(text: string): Uint8Array {
   return Buffer.concat([head, body]);
 }
 
+/** How long the socket server has to let go of a departed client before it is rolled back here. */
+const LET_GO_MS = 100;
+
+/** What resets the session to the service's own: the user it started as, every setting. */
+const resetSettings = (user: string) => `SET SESSION AUTHORIZATION "${user.replaceAll('"', '""')}"; RESET ALL`;
+/** And, once no client is connected, what clients leave behind on a session. */
+const DISCARD_CLIENT_STATE =
+  'DEALLOCATE ALL; CLOSE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES';
+
 /**
  * What the socket server runs its clients' messages on: PGlite itself, but each message in a turn of
  * the service's own pool. PGlite is one session, and the service's transactions span several
  * statements, so a message from psql must never land inside one of them; and while psql has a
  * transaction open (BEGIN without COMMIT yet), or has sent extended-protocol messages whose Sync has
- * not come yet, the turn is kept, so that no statement of the service lands inside psql's.
+ * not come yet, the turn is kept, so that no statement of the service lands inside psql's (and the
+ * socket server keeps the session for that client: it asks `isInTransaction`).
+ *
+ * What a client leaves on the session is undone before the service has it again: once the last
+ * client has gone, every lend of the pool first resets the session if a client ran anything since
+ * the last reset (pool.beforeEachLend); a client that leaves while others stay has its transaction
+ * rolled back and the settings reset at once.
  */
 class TurnTakingPGlite {
   readonly #pglite: PGlite;
   readonly #pool: PGlitePool;
+  readonly #onCleanupError: (err: unknown) => void;
   #turn: PostgresPoolClient | undefined;
   /** Extended-protocol messages ran, their Sync not yet: PGlite is inside an implicit transaction. */
   #midSequence = false;
-  /** Departures are cleaned up one after another. */
-  #cleanup: Promise<void> = Promise.resolve();
+  /** A client's message ran since the session was last reset. */
+  #dirty = false;
+  #clients = 0;
+  /** The client message running now, if any. */
+  #inFlight: Promise<unknown> = Promise.resolve();
   #sessionUser = 'postgres';
 
-  constructor(pglite: PGlite, pool: PGlitePool) {
+  constructor(pglite: PGlite, pool: PGlitePool, onCleanupError: (err: unknown) => void) {
     this.#pglite = pglite;
     this.#pool = pool;
+    this.#onCleanupError = onCleanupError;
+    pool.beforeEachLend(() => this.#resetIfNoClient());
   }
 
   get waitReady(): Promise<void> {
@@ -72,14 +93,17 @@ class TurnTakingPGlite {
     });
   }
 
+  /** True inside a transaction and inside an unsynced sequence: the socket server then serves only that client. */
   isInTransaction(): boolean {
-    return this.#pglite.isInTransaction();
+    return this.#midSequence || this.#pglite.isInTransaction();
   }
 
   async runExclusive<T>(work: () => Promise<T>): Promise<T> {
     this.#turn ??= await this.#pool.connect();
+    const running = work();
+    this.#inFlight = running.catch(() => {});
     try {
-      return await work();
+      return await running;
     } finally {
       this.#endTurnUnlessHeld();
     }
@@ -89,56 +113,80 @@ class TurnTakingPGlite {
     const type = message[0] as number;
     if (EXTENDED_TYPES.has(type)) this.#midSequence = true;
     else if (type !== 'X'.charCodeAt(0)) this.#midSequence = false; // Sync, Query, FunctionCall end it
+    this.#dirty = true;
     return this.#pglite.execProtocolRawStream(message, options);
   }
 
   /** The socket server's rollback of a departed client's transaction: in the turn that client held. */
   async exec(query: string) {
+    if (query !== 'ROLLBACK') throw new Error(`unexpected statement from the socket server: ${query}`);
     this.#turn ??= await this.#pool.connect();
     try {
-      return await this.#pglite.exec(query);
+      await this.#rollback();
+      return [];
     } finally {
       this.#endTurnUnlessHeld();
     }
   }
 
+  clientCame(): void {
+    this.#clients++;
+  }
+
   /**
-   * After a client left: a transaction or an unsynced sequence it left open is rolled back (in the
-   * turn it held), and the session is given back to the service as it was: the session user, every
-   * setting; once no client is left, also prepared statements, cursors, LISTENs, advisory locks and
-   * temporary tables.
+   * A client left (`leftOpen`: inside a transaction or an unsynced sequence, by what the front saw).
+   * Its transaction is rolled back in the turn it held; the settings are reset now if other clients
+   * stay, and everything before the service's next turn if none does.
    */
-  clientGone(leftOpen: boolean, othersConnected: boolean): Promise<void> {
-    this.#cleanup = this.#cleanup.then(async () => {
+  async clientGone(leftOpen: boolean): Promise<void> {
+    this.#clients--;
+    this.#dirty = true;
+    try {
       if (leftOpen) {
-        this.#turn ??= await this.#pool.connect();
-        try {
-          // A simple-protocol ROLLBACK ends an explicit transaction and an implicit one alike.
-          await this.#pglite.execProtocolRaw(queryMessage('ROLLBACK'));
-        } finally {
-          this.#midSequence = false;
-          this.#endTurnUnlessHeld();
+        // The socket server rolls back the transaction of a client it lets go of (exec, below), and
+        // then serves the others; this is the net for when it did not. Meanwhile the turn is held.
+        await new Promise((resolve) => setTimeout(resolve, LET_GO_MS));
+        await this.#inFlight;
+        if (this.#turn !== undefined && this.isInTransaction()) {
+          try {
+            await this.#rollback();
+          } finally {
+            this.#endTurnUnlessHeld();
+          }
         }
       }
-      const turn = await this.#pool.connect();
+      const turn = await this.#pool.connect(); // with no client left, this lend resets everything
       try {
-        if (this.#pglite.isInTransaction()) return; // another client's transaction: reset when it is gone
-        const user = `"${this.#sessionUser.replaceAll('"', '""')}"`;
-        // SET SESSION AUTHORIZATION DEFAULT does nothing on PGlite: the user is named.
-        await this.#pglite.exec(`SET SESSION AUTHORIZATION ${user}; RESET ALL`);
-        if (!othersConnected)
-          await this.#pglite.exec(
-            'DEALLOCATE ALL; CLOSE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES',
-          );
+        if (this.#clients > 0 && !this.#pglite.isInTransaction())
+          await this.#pglite.exec(resetSettings(this.#sessionUser));
       } finally {
         turn.release();
       }
-    });
-    return this.#cleanup;
+    } catch (err) {
+      this.#onCleanupError(err);
+    }
+  }
+
+  /** Before a lend of the pool: with no client connected, undoes whatever clients left on the session. */
+  async #resetIfNoClient(): Promise<void> {
+    if (!this.#dirty || this.#clients > 0) return;
+    this.#dirty = false;
+    try {
+      if (this.isInTransaction()) await this.#rollback();
+      await this.#pglite.exec(`${resetSettings(this.#sessionUser)}; ${DISCARD_CLIENT_STATE}`);
+    } catch (err) {
+      this.#onCleanupError(err);
+    }
+  }
+
+  /** A simple-protocol ROLLBACK: it ends an explicit transaction and an implicit (unsynced) one alike. */
+  async #rollback(): Promise<void> {
+    await this.#pglite.execProtocolRaw(queryMessage('ROLLBACK'));
+    this.#midSequence = false;
   }
 
   #endTurnUnlessHeld(): void {
-    if (this.#midSequence || this.#pglite.isInTransaction()) return;
+    if (this.isInTransaction()) return;
     const turn = this.#turn;
     this.#turn = undefined;
     turn?.release();
@@ -161,7 +209,7 @@ export async function serveOverWire(
   const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket');
   const dir = mkdtempSync(path.join(tmpdir(), 'pglite-wire-'));
   const socketPath = path.join(dir, 'pglite.sock');
-  const turns = new TurnTakingPGlite(pglite, pool);
+  const turns = new TurnTakingPGlite(pglite, pool, onCleanupError);
   const server = new PGLiteSocketServer({
     db: turns as unknown as PGlite,
     path: socketPath,
@@ -171,9 +219,9 @@ export async function serveOverWire(
   await server.start();
   let guard: { close(): Promise<void> };
   try {
-    guard = await startWireGuard(port, socketPath, holdLimitMs, (leftOpen, othersConnected) => {
-      // Once the socket server has let go of the client (its queued messages dropped), clean up after it.
-      setTimeout(() => void turns.clientGone(leftOpen, othersConnected).catch(onCleanupError), 50).unref();
+    guard = await startWireGuard(port, socketPath, holdLimitMs, {
+      came: () => turns.clientCame(),
+      gone: (leftOpen) => void turns.clientGone(leftOpen),
     });
   } catch (err) {
     await server.stop();

@@ -4,10 +4,10 @@ import { refusedStatement } from './wire-statements.ts';
 // The PostgreSQL protocol as PGlite's socket server is allowed to see it: a front on the public
 // port that lets only well-formed messages through (PGlite loops or loses its session state on some
 // malformed ones: an unknown message type, a negative or short length, a startup packet without its
-// terminator), refuses the statements that stop PGlite's process (COPY from the client or a
-// program), answers SSL and GSS encryption requests itself, watches the answers for the transaction
-// status, and ends a client that holds the session too long (the service waits meanwhile: PGlite has
-// one session).
+// terminator), refuses COPY from the client (wire-statements.ts), answers SSL and GSS encryption
+// requests itself, ends the connection at Terminate (PGlite ignores it), watches the answers for the
+// transaction status, and ends a client that holds the session too long (the service waits
+// meanwhile: PGlite has one session).
 
 const SSL_REQUEST = 80877103;
 const GSS_REQUEST = 80877104;
@@ -25,6 +25,7 @@ const EXTENDED_TYPES = new Set('BCDEHP'.split('').map(code));
 const ANSWERED_TYPES = new Set('QSF'.split('').map(code));
 const QUERY = code('Q');
 const PARSE = code('P');
+const TERMINATE = code('X');
 /** The longest message passed on: a statement of 16 MiB is far beyond what psql sends by hand. */
 export const MAX_MESSAGE = 16 * 1024 * 1024;
 const MAX_STARTUP = 10_000;
@@ -35,7 +36,7 @@ export const MAX_CLIENTS = 8;
 
 /** What the framer makes of a client's bytes. */
 export type Framed =
-  | { messages: Buffer[]; answer?: Buffer }
+  | { messages: Buffer[]; answer?: Buffer; terminated?: true }
   | { refuse: string | undefined /* a FATAL message for the client, or nothing for bytes that are not the protocol */ };
 
 /** Splits a client's bytes into whole messages and checks each. */
@@ -96,6 +97,7 @@ export class FrontendFramer {
       if (buffer.length < length + 1) return keep(buffer, length + 1);
       const message = buffer.subarray(0, length + 1);
       buffer = buffer.subarray(length + 1);
+      if (type === TERMINATE) return { messages, terminated: true };
       if (type === QUERY || type === PARSE) {
         const refused = refusedStatement(statementOf(message));
         if (refused !== undefined) return { refuse: refused };
@@ -189,13 +191,14 @@ export class SessionHold {
 /**
  * Serves 127.0.0.1:`port`, passing each client's well-formed messages to `upstream` (a path of a
  * Unix socket) and the answers back. A client that sends anything else, or holds the session longer
- * than `holdLimitMs`, is disconnected; `onClientGone` then hears whether it left something open.
+ * than `holdLimitMs`, is disconnected; `clientsSeen` hears of each client served and gone (and
+ * whether it left something open).
  */
 export async function startWireGuard(
   port: number,
   upstream: string,
   holdLimitMs: number,
-  onClientGone: (leftOpen: boolean, othersConnected: boolean) => void,
+  clientsSeen: { came(): void; gone(leftOpen: boolean): void },
 ): Promise<{ close(): Promise<void> }> {
   const clients = new Set<net.Socket>();
   /** Every connection, served or being refused: closing the front ends them all. */
@@ -210,6 +213,7 @@ export async function startWireGuard(
       return;
     }
     clients.add(client);
+    clientsSeen.came();
     const inner = net.createConnection(upstream);
     const framer = new FrontendFramer();
     const hold = new SessionHold();
@@ -226,7 +230,7 @@ export async function startWireGuard(
       clients.delete(client);
       if (ended) return;
       ended = true;
-      onClientGone(hold.leavesOpen, clients.size > 0);
+      clientsSeen.gone(hold.leavesOpen);
     };
     // The clock runs while the client holds the session: the service waits for the whole of that time.
     const watch = () => {
@@ -253,6 +257,9 @@ export async function startWireGuard(
         startup = false;
         inner.write(message);
       }
+      // Terminate: the client is gone from here on (and what it left open is rolled back), as
+      // PostgreSQL ends the session at once; nothing after it is read.
+      if (framed.terminated) return end();
       watch();
     });
     inner.on('data', (chunk: Buffer) => {
