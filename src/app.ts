@@ -53,6 +53,11 @@ export interface AppDeps {
   audit?: AuditTrail;
   /** Overrides for the webhook delivery's retry horizon, backoff and polling (tests shrink them). */
   webhookTuning?: Partial<WebhookTuning>;
+  /**
+   * `false`: no hourly housekeeping (its first run comes 5 s after the start), for tests that record
+   * every statement the database sees while a request runs.
+   */
+  housekeeping?: false;
 }
 
 function loggerOptions(config: Readonly<Config>): LoggerOptions {
@@ -303,10 +308,12 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     );
     app.addHook('onClose', () => stopRotation());
   }
-  const stopHousekeeping = startAuthHousekeeping(db, () => clock.now(), app.log, {
-    auditRetentionDays: config.audit.retentionDays,
-  });
-  app.addHook('onClose', () => stopHousekeeping());
+  if (deps.housekeeping !== false) {
+    const stopHousekeeping = startAuthHousekeeping(db, () => clock.now(), app.log, {
+      auditRetentionDays: config.audit.retentionDays,
+    });
+    app.addHook('onClose', () => stopHousekeeping());
+  }
   webhooks?.start();
   const ctx: AppContext = {
     config,

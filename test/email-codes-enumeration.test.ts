@@ -29,7 +29,12 @@ async function setup(t: Test, env: Env = {}) {
     RATE_LIMIT_SEND_VERIFICATION: '1000',
     ...env,
   });
-  const app = await buildApp(config, { database: { ...database.handle, db }, logger: false, clock });
+  const app = await buildApp(config, {
+    database: { ...database.handle, db },
+    logger: false,
+    clock,
+    housekeeping: false,
+  });
   await app.ready();
   t.teardown(async () => {
     await app.close();

@@ -29,7 +29,13 @@ async function setup(t: Test, env: Record<string, string> = {}, deps: Pick<AppDe
     RATE_LIMIT_SEND_VERIFICATION: '1000',
     ...env,
   });
-  const app = await buildApp(config, { database: { ...database.handle, db }, logger: false, clock, ...deps });
+  const app = await buildApp(config, {
+    database: { ...database.handle, db },
+    logger: false,
+    clock,
+    housekeeping: false,
+    ...deps,
+  });
   await app.ready();
   t.teardown(async () => {
     await app.close();

@@ -212,7 +212,7 @@ t.test("a departed client's settings are not in force for the service's next sta
       select current_user as user, current_setting('search_path') as path`.execute(database.db);
     t.same(
       rows,
-      [{ user: 'postgres', path: 'public' }],
+      [{ user: 'postgres', path: 'public,pg_temp' }],
       `round ${round}: the service writes, as itself, in its schema`,
     );
   }
@@ -442,4 +442,45 @@ t.test('a message split into many small chunks is whole when it arrives', async 
   for (let i = 0; i < bytes.length; i += 1_000) s.socket.write(bytes.subarray(i, i + 1_000));
   t.ok(await s.until(() => s.text().includes('200000')), 'answered');
   s.socket.destroy();
+});
+
+t.test('replication connections are refused: they broke the session', async (t) => {
+  const { app, port } = await start(t);
+  const body = Buffer.from('user\0psql\0database\0postgres\0replication\0true\0\0');
+  const head = Buffer.alloc(8);
+  head.writeInt32BE(body.length + 8, 0);
+  head.writeInt32BE(196608, 4);
+  const s = await new Promise<{ text: string }>((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(Buffer.concat([head, body])));
+    let text = '';
+    socket.on('data', (d) => {
+      text += d.toString('latin1');
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => resolve({ text }));
+  });
+  t.match(s.text, /FATAL.*replication connections are not available/s, 'told why');
+  t.equal((await signUp(app, newEmail('after-replication'))).statusCode, 202, 'the service goes on');
+});
+
+t.test("a client's temporary table never hides the service's table, even while it stays", async (t) => {
+  const { app, client } = await start(t);
+  const c = await client();
+  t.teardown(() => c.end());
+  await c.query('create temp table users (like public.users including all)');
+  t.equal((await signUp(app, newEmail('beside-temp'))).statusCode, 202, 'the service writes to its own table');
+  t.equal((await c.query('select count(*)::int as n from pg_temp.users')).rows[0]?.n, 0, 'not to the client one');
+});
+
+t.test("the clean-up finds the service's role even when a client renamed it", async (t) => {
+  const { client, database } = await start(t);
+  const c = await client();
+  await c.query('create role wire_renamer superuser');
+  await c.query('set session authorization wire_renamer');
+  await c.query('alter role postgres rename to postgres_renamed');
+  await c.query('set default_transaction_read_only = on');
+  await c.end();
+  await sql`insert into app_settings (key, value) values ('after-rename', 'x')`.execute(database.db);
+  const { rows } = await sql<{ user: string }>`select current_user as user`.execute(database.db);
+  t.same(rows, [{ user: 'postgres_renamed' }], 'the service is its own role again, under its new name');
 });

@@ -55,7 +55,15 @@ function pgliteOptions(config: Exclude<DatabaseConfig, { kind: 'postgres' }>, lo
   const template = isNew ? (loadDataDir ?? readTemplate()) : undefined;
   return {
     extensions: { pg_trgm },
-    startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`],
+    // pg_temp searched last: a temporary table a psql client makes (PGLITE_SOCKET_PORT shares the
+    // session) never hides the service's table of that name.
+    startParams: [
+      ...PGlite.defaultStartParams,
+      '-c',
+      `shared_buffers=${PGLITE_SHARED_BUFFERS}`,
+      '-c',
+      'search_path=public,pg_temp',
+    ],
     ...(config.kind === 'pglite' ? { dataDir: config.dataDir } : {}),
     ...(template ? { loadDataDir: template } : {}),
   };

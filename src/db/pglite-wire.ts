@@ -41,11 +41,15 @@ function queryMessage(text: string): Uint8Array {
 /** How long the socket server has to let go of a departed client before it is rolled back here. */
 const LET_GO_MS = 100;
 
-/** What resets the session to the service's own: the user it started as, every setting. */
-const resetSettings = (user: string) => `SET SESSION AUTHORIZATION "${user.replaceAll('"', '""')}"; RESET ALL`;
-/** And, once no client is connected, what clients leave behind on a session. */
-const DISCARD_CLIENT_STATE =
-  'DEALLOCATE ALL; CLOSE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES';
+/** Once no client is connected, what clients leave behind on a session (each statement on its own). */
+const DISCARD_CLIENT_STATE = [
+  'DEALLOCATE ALL',
+  'CLOSE ALL',
+  'UNLISTEN *',
+  'SELECT pg_advisory_unlock_all()',
+  'DISCARD TEMP',
+  'DISCARD SEQUENCES',
+];
 
 /**
  * What the socket server runs its clients' messages on: PGlite itself, but each message in a turn of
@@ -72,7 +76,8 @@ class TurnTakingPGlite {
   #clients = 0;
   /** The client message running now, if any. */
   #inFlight: Promise<unknown> = Promise.resolve();
-  #sessionUser = 'postgres';
+  /** The role the session started as, by its oid: a client may rename it. */
+  #sessionUserOid = 10;
 
   constructor(pglite: PGlite, pool: PGlitePool, onCleanupError: (err: unknown) => void) {
     this.#pglite = pglite;
@@ -85,16 +90,26 @@ class TurnTakingPGlite {
     return this.#pglite.waitReady.then(async () => {
       const turn = await this.#pool.connect();
       try {
-        const { rows } = await this.#pglite.query<{ user: string }>('select session_user as "user"');
-        this.#sessionUser = rows[0]?.user ?? this.#sessionUser;
+        const { rows } = await this.#pglite.query<{ oid: number }>(
+          'select oid::int as oid from pg_roles where rolname = session_user',
+        );
+        this.#sessionUserOid = rows[0]?.oid ?? this.#sessionUserOid;
       } finally {
         turn.release();
       }
     });
   }
 
-  /** True inside a transaction and inside an unsynced sequence: the socket server then serves only that client. */
+  /**
+   * True while a client holds the session (inside its transaction or unsynced sequence): the socket
+   * server then serves only that client. Never for the service's own transactions: the socket server
+   * would hold back the other clients' messages and not look at them again.
+   */
   isInTransaction(): boolean {
+    return this.#turn !== undefined && this.#holding();
+  }
+
+  #holding(): boolean {
     return this.#midSequence || this.#pglite.isInTransaction();
   }
 
@@ -157,8 +172,7 @@ class TurnTakingPGlite {
       }
       const turn = await this.#pool.connect(); // with no client left, this lend resets everything
       try {
-        if (this.#clients > 0 && !this.#pglite.isInTransaction())
-          await this.#pglite.exec(resetSettings(this.#sessionUser));
+        if (this.#clients > 0 && !this.#pglite.isInTransaction()) await this.#resetSettings();
       } finally {
         turn.release();
       }
@@ -170,13 +184,39 @@ class TurnTakingPGlite {
   /** Before a lend of the pool: with no client connected, undoes whatever clients left on the session. */
   async #resetIfNoClient(): Promise<void> {
     if (!this.#dirty || this.#clients > 0) return;
-    this.#dirty = false;
     try {
-      if (this.isInTransaction()) await this.#rollback();
-      await this.#pglite.exec(`${resetSettings(this.#sessionUser)}; ${DISCARD_CLIENT_STATE}`);
+      if (this.#holding()) await this.#rollback();
+      await this.#resetSettings(DISCARD_CLIENT_STATE);
+      this.#dirty = false;
     } catch (err) {
-      this.#onCleanupError(err);
+      this.#onCleanupError(err); // still dirty: tried again at the next lend
     }
+  }
+
+  /**
+   * The session user and every setting back to the service's own, then `more`: each statement on
+   * its own, all of them tried (one failing does not undo or skip the others), the first failure
+   * thrown at the end. SET SESSION AUTHORIZATION DEFAULT does nothing on PGlite: the role is named,
+   * as it is called now.
+   */
+  async #resetSettings(more: readonly string[] = []): Promise<void> {
+    const { rows } = await this.#pglite.query<{ name: string }>('select rolname as name from pg_roles where oid = $1', [
+      this.#sessionUserOid,
+    ]);
+    const name = rows[0]?.name;
+    const statements = [
+      ...(name === undefined ? [] : [`SET SESSION AUTHORIZATION "${name.replaceAll('"', '""')}"`]),
+      'RESET ALL',
+      ...more,
+    ];
+    let failure: unknown =
+      name === undefined ? new Error(`the session's role (oid ${this.#sessionUserOid}) is gone`) : undefined;
+    for (const statement of statements) {
+      await this.#pglite.exec(statement).catch((err: unknown) => {
+        failure ??= err;
+      });
+    }
+    if (failure !== undefined) throw failure;
   }
 
   /** A simple-protocol ROLLBACK: it ends an explicit transaction and an implicit (unsynced) one alike. */
@@ -186,7 +226,7 @@ class TurnTakingPGlite {
   }
 
   #endTurnUnlessHeld(): void {
-    if (this.isInTransaction()) return;
+    if (this.#holding()) return;
     const turn = this.#turn;
     this.#turn = undefined;
     turn?.release();

@@ -86,6 +86,9 @@ export class FrontendFramer {
           .split('\0')
           .filter((_, i) => i % 2 === 0);
         if (!names.includes('user')) return { refuse: undefined };
+        // The replication protocol (pg_basebackup, pg_receivewal, logical replication) breaks PGlite's session.
+        if (names.includes('replication'))
+          return { refuse: 'replication connections are not available on the embedded database: use npm run backup' };
         this.#started = true;
         messages.push(Buffer.from(message));
         continue;
@@ -182,9 +185,12 @@ export class SessionHold {
     return this.#unanswered > 0 || this.#unsynced || this.#inTransaction;
   }
 
-  /** Whether the client leaves something open on the session: a transaction, or messages without their Sync. */
+  /**
+   * Whether the client may leave something open on the session: a transaction, messages without
+   * their Sync, or a message not answered yet (a BEGIN may still run after the client is gone).
+   */
   get leavesOpen(): boolean {
-    return this.#unsynced || this.#inTransaction;
+    return this.#unanswered > 0 || this.#unsynced || this.#inTransaction;
   }
 }
 

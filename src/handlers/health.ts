@@ -32,9 +32,13 @@ export function healthHandlers(ctx: AppContext): HandlersFor<'getHealth'> {
   return {
     async getHealth() {
       const redis = redisStatus(ctx.redis, REDIS_HEALTH_DEADLINE_MS); // meanwhile; it never rejects
-      try {
-        await within(sql`select 1`.execute(ctx.db), HEALTH_DEADLINE_MS);
-      } catch {
+      // The answer is checked, not only its arrival: an embedded database whose session broke
+      // (a PANIC inside PGlite) answers every query with no rows.
+      const answered = await within(sql<{ one: number }>`select 1 as one`.execute(ctx.db), HEALTH_DEADLINE_MS).then(
+        (result) => result.rows[0]?.one === 1,
+        () => false,
+      );
+      if (!answered) {
         throw new ApiError('SERVICE_UNAVAILABLE', 'The database is not answering', { 'retry-after': '5' });
       }
       return {
