@@ -2658,6 +2658,22 @@ export interface components {
              */
             database: "up";
             /**
+             * @description Present only with `DATABASE_READ_URL`: the streaming replica that
+             *     serves the reads which tolerate a little lag (the user directory,
+             *     public profiles, the audit log). `replica`: it serves them;
+             *     `lagging`: its replay lag exceeds `DATABASE_READ_MAX_LAG_MS`, so
+             *     they go to the primary; `down`: it does not answer, so they go to
+             *     the primary. It does not change the status.
+             */
+            replica?: {
+                /** @enum {string} */
+                state: "replica" | "lagging" | "down";
+                /** @description The replay lag at the last measurement (every 250 ms); `null` while the replica does not answer. */
+                lagMs: number | null;
+                /** @description `DATABASE_READ_MAX_LAG_MS`. */
+                maxLagMs: number;
+            };
+            /**
              * @description Whether Redis (`REDIS_URL`: shared rate-limit counters) answers a
              *     PING within a second; `not configured` without `REDIS_URL`. While it
              *     is `down`, each instance counts its rate limits by itself. It does

@@ -256,6 +256,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
     });
   const auth = createAuthService({
     db,
+    read: deps.database.read,
     config,
     clock,
     mailer,
@@ -318,6 +319,8 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   const ctx: AppContext = {
     config,
     db,
+    read: deps.database.read,
+    replicaStatus: deps.database.replicaStatus,
     databaseKind: deps.database.kind,
     clock,
     auth,
@@ -345,6 +348,7 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
   const hashQueue = registerPasswordHashing(app, config, metrics ? (reason) => metrics.hashRefused(reason) : undefined);
   metrics?.readAtScrape({
     databasePool: () => deps.database.poolStats(),
+    ...(deps.database.replicaStatus === undefined ? {} : { replica: deps.database.replicaStatus }),
     embeddingsBreaker: () => embeddings.breakerState(),
     tokenCounting: () => embeddings.tokenCounting(),
     realtime: () => realtime.stats(),

@@ -37,6 +37,12 @@ export const databaseUrl = z
     message: 'must be postgres://user:password@host:port/database or memory://',
   });
 
+/** A PostgreSQL server (a replica: the embedded database has none). */
+export const postgresUrl = z
+  .string()
+  .trim()
+  .refine((v) => /^postgres(ql)?:\/\/.+/.test(v), { message: 'must be postgres://user:password@host:port/database' });
+
 /** A comma-separated list whose entries `check` turns into values or rejects with a problem. */
 function listOf<T>(check: (entry: string, all: string[]) => { value: T } | { problem: string }) {
   return z

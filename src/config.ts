@@ -19,6 +19,7 @@ import {
   oneOf,
   origins,
   port,
+  postgresUrl,
   redirectAllowlist,
   seconds,
   trustProxy,
@@ -58,6 +59,13 @@ const variables = {
   host: env('HOST', z.string().trim().min(1, 'must be a host name or address').default('127.0.0.1')),
   /** Input of `database`. */
   databaseUrl: env('DATABASE_URL', databaseUrl.optional()),
+  /**
+   * Inputs of `database`: a streaming replica of DATABASE_URL's server for the reads that tolerate a
+   * little lag (docs/operations.md, "Read replicas"), and the replay lag past which they go back to
+   * the primary.
+   */
+  databaseReadUrl: env('DATABASE_READ_URL', postgresUrl.optional()),
+  databaseReadMaxLagMs: env('DATABASE_READ_MAX_LAG_MS', milliseconds(0, 3_600_000).default(1_000)),
   dataDir: env(
     'DATA_DIR',
     z
@@ -341,7 +349,14 @@ type Declared = Values<typeof variables>;
 export type DatabaseConfig =
   | { kind: 'pglite'; dataDir: string }
   | { kind: 'pglite-memory' }
-  | { kind: 'postgres'; url: string };
+  | { kind: 'postgres'; url: string; replica?: ReplicaConfig };
+
+/** A streaming replica that serves the reads which tolerate lag (DATABASE_READ_URL). */
+export interface ReplicaConfig {
+  url: string;
+  /** Past this replay lag, those reads go to the primary (DATABASE_READ_MAX_LAG_MS). */
+  maxLagMs: number;
+}
 
 /** The settings loadConfig computes from the declared variables (defaults that depend on others). */
 interface Computed {
@@ -363,7 +378,11 @@ interface Computed {
   webauthn: { rpId: string; rpName: string; origins: readonly string[] };
 }
 
-export type Config = Omit<Declared, keyof Computed | 'databaseUrl' | 'adminEmail' | 'adminPassword'> & Computed;
+export type Config = Omit<
+  Declared,
+  keyof Computed | 'databaseUrl' | 'databaseReadUrl' | 'databaseReadMaxLagMs' | 'adminEmail' | 'adminPassword'
+> &
+  Computed;
 
 export type Env = Record<string, string | undefined>;
 
@@ -403,10 +422,14 @@ function deepFreeze<T>(value: T): T {
 
 const STRONG_SECRET_HINT = 'a random value of 256 bits or more: openssl rand -base64 48';
 
-function databaseFrom(url: string | undefined, dataDir: string): DatabaseConfig {
-  if (url === undefined || url === '') return { kind: 'pglite', dataDir: path.resolve(dataDir, 'pglite') };
+function databaseFrom(e: Declared): DatabaseConfig {
+  const url = e.databaseUrl;
+  if (url === undefined || url === '') return { kind: 'pglite', dataDir: path.resolve(e.dataDir, 'pglite') };
   if (url === 'memory://') return { kind: 'pglite-memory' };
-  return { kind: 'postgres', url };
+  const readUrl = e.databaseReadUrl;
+  return readUrl === undefined
+    ? { kind: 'postgres', url }
+    : { kind: 'postgres', url, replica: { url: readUrl, maxLagMs: e.databaseReadMaxLagMs } };
 }
 
 /** The rules that tie variables together; each throws a ConfigError naming the variable. */
@@ -457,6 +480,11 @@ function checkCombinations(e: Declared, database: DatabaseConfig): void {
   }
   if (e.metrics.port !== undefined && e.metrics.port === e.port) {
     throw new ConfigError(`METRICS_PORT must differ from PORT (both are ${e.port})`);
+  }
+  if (e.databaseReadUrl !== undefined && database.kind !== 'postgres') {
+    throw new ConfigError(
+      'DATABASE_READ_URL names a replica of a PostgreSQL server: it needs DATABASE_URL to name that server (the embedded database has no replicas)',
+    );
   }
   if (e.pgliteSocketPort !== undefined) {
     if (database.kind === 'postgres') {
@@ -535,19 +563,27 @@ export function loadConfig(environment: Env = process.env): Readonly<Config> {
     const issue = parsed.error.issues[0];
     const name = String(issue?.path[0] ?? 'environment');
     const value = present[name];
-    const secret = /SECRET|PASSWORD|SMTP_URL|REDIS_URL|DATABASE_URL|API_KEY|METRICS_TOKEN|WEBHOOK_URL/.test(name);
+    const secret =
+      /SECRET|PASSWORD|SMTP_URL|REDIS_URL|DATABASE_URL|DATABASE_READ_URL|API_KEY|METRICS_TOKEN|WEBHOOK_URL/.test(name);
     const shown = value === undefined || secret ? '' : ` (got ${JSON.stringify(value)})`;
     throw new ConfigError(`${name} ${issue?.message ?? 'is invalid'}${shown}`);
   }
   const e = shaped(variables, parsed.data) as Declared;
-  const database = databaseFrom(e.databaseUrl, e.dataDir);
+  const database = databaseFrom(e);
   const publicUrl = e.publicUrl ?? `http://${e.host === '0.0.0.0' ? '127.0.0.1' : e.host}:${e.port}`;
   checkCombinations(e, database);
   const oauthProviders = oauthProvidersFrom(present);
   if (typeof oauthProviders === 'string') throw new ConfigError(oauthProviders);
   checkCookieDomain(e, publicUrl);
   const redirectOrigin = e.authRedirectUrl === undefined ? undefined : URL.parse(e.authRedirectUrl)?.origin;
-  const { databaseUrl: _url, adminEmail, adminPassword, ...declared } = e;
+  const {
+    databaseUrl: _url,
+    databaseReadUrl: _readUrl,
+    databaseReadMaxLagMs: _lag,
+    adminEmail,
+    adminPassword,
+    ...declared
+  } = e;
   const maxWaiting = e.passwordHashing.maxWaiting;
   const computed: Computed = {
     database,

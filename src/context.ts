@@ -5,7 +5,7 @@ import type { AuthService } from './auth/auth-service.ts';
 import type { SigningKeys } from './auth/signing-keys.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
-import type { DatabaseKind } from './db/database.ts';
+import type { DatabaseHandle, DatabaseKind } from './db/database.ts';
 import type { Database } from './db/schema.ts';
 import type { EmbeddingsService } from './embeddings/embeddings-service.ts';
 import type { ServiceMetrics } from './metrics/metrics.ts';
@@ -16,6 +16,10 @@ import type { RealtimeServer } from './realtime/socket-server.ts';
 export interface AppContext {
   config: Readonly<Config>;
   db: Kysely<Database>;
+  /** Reads that tolerate a little lag: on the replica while it is close enough (DatabaseHandle.read). */
+  read: DatabaseHandle['read'];
+  /** With DATABASE_READ_URL: the replica's state and lag. */
+  replicaStatus: DatabaseHandle['replicaStatus'];
   databaseKind: DatabaseKind;
   clock: Clock;
   auth: AuthService;

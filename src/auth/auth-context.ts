@@ -50,6 +50,8 @@ export interface AuthEvents {
 /** What the auth flows are built on. */
 export interface AuthDeps {
   db: Kysely<Database>;
+  /** Reads that tolerate a little lag (public profiles): the replica's when one is configured; else `db`. */
+  read?: <T>(work: (db: Kysely<Database>) => Promise<T>) => Promise<T>;
   config: Readonly<Config>;
   clock: Clock;
   mailer: Mailer;

@@ -39,6 +39,7 @@ const notFound = () => new ApiError('NOT_FOUND', 'No such user');
 /** Reading any user's public profile, and changing one's own. */
 export function createProfiles(deps: AuthDeps) {
   const { db } = deps;
+  const read = deps.read ?? ((work) => work(db));
 
   /**
    * The public part of an account (its id and profile). An id that is not a UUID, an unknown one and
@@ -47,7 +48,7 @@ export function createProfiles(deps: AuthDeps) {
   async function getProfile(userId: string): Promise<UserProfile> {
     if (!UUID.test(userId)) throw notFound();
     const id = userId.toLowerCase();
-    const found = await profiles.findEnabledProfile(db, id);
+    const found = await read((reader) => profiles.findEnabledProfile(reader, id));
     if (found === undefined) throw notFound();
     return { id, profile: toApiProfile(found.profile) };
   }

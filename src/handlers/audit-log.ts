@@ -45,14 +45,11 @@ async function page(
     throw new ApiError('INVALID_INPUT', 'query.cursor is not a cursor this service gave out');
   }
   const limit = query.limit === undefined ? DEFAULT_LIMIT : Number(query.limit);
-  const rows = await listAuditRows(ctx.db, {
-    userId: filter.userId,
-    types: filter.types,
-    since: instant('since', query.since),
-    until: instant('until', query.until),
-    before,
-    limit: limit + 1,
-  });
+  const since = instant('since', query.since);
+  const until = instant('until', query.until);
+  const rows = await ctx.read((db) =>
+    listAuditRows(db, { userId: filter.userId, types: filter.types, since, until, before, limit: limit + 1 }),
+  );
   const shown = rows.slice(0, limit);
   const last = shown.at(-1);
   return {

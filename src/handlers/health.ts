@@ -41,9 +41,11 @@ export function healthHandlers(ctx: AppContext): HandlersFor<'getHealth'> {
       if (!answered) {
         throw new ApiError('SERVICE_UNAVAILABLE', 'The database is not answering', { 'retry-after': '5' });
       }
+      const replica = ctx.replicaStatus?.();
       return {
         status: 'ok',
         database: 'up',
+        ...(replica === undefined ? {} : { replica }),
         redis: await redis,
         embeddingsBreaker: ctx.embeddings.breakerState() ?? 'not configured',
         version,

@@ -18,7 +18,7 @@ export function userHandlers(ctx: AppContext): HandlersFor<UserOperations> {
       const limit = pageNumber(request.query.limit, 10);
       const raw = request.query.search;
       const search = raw !== undefined && raw.trim() !== '' ? raw : undefined;
-      const page = await listUsersPage(ctx.db, { offset, limit, search });
+      const page = await ctx.read((db) => listUsersPage(db, { offset, limit, search }));
       return { data: page.rows.map(toAdminUser), pagination: { offset, limit, total: page.total } };
     },
 

@@ -2,6 +2,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 import type { AuthEvents } from '../auth/auth-context.ts';
 import type { HashQueueStats, HashRefusal } from '../auth/password-hashing.ts';
 import type { PoolStats } from '../db/database.ts';
+import type { ReplicaStatus } from '../db/read-replica.ts';
 import type { EmbeddingsEvents } from '../embeddings/embeddings-service.ts';
 import type { TokenCounterStats } from '../embeddings/token-counter.ts';
 import type { BreakerState } from '../embeddings/upstream-breaker.ts';
@@ -22,6 +23,8 @@ export const OUTSIDE_CONTRACT = 'other';
 /** What is read at each scrape rather than counted as it happens; given once the parts that hold it exist. */
 export interface ScrapeSources {
   databasePool(): PoolStats;
+  /** With DATABASE_READ_URL: the replica's state and lag. */
+  replica?(): ReplicaStatus;
   /** undefined when no embeddings provider is configured. */
   embeddingsBreaker(): BreakerState | undefined;
   /** The embeddings token-counting threads. */
@@ -152,6 +155,24 @@ export function createMetrics() {
     registers,
     collect() {
       if (sources) this.set(sources.databasePool().waiting);
+    },
+  });
+  new Gauge({
+    name: 'db_replica_lag_seconds',
+    help: 'Replay lag of the read replica (DATABASE_READ_URL) at its last measurement; absent without one, -1 while it does not answer',
+    registers,
+    collect() {
+      const replica = sources?.replica?.();
+      if (replica !== undefined) this.set(replica.lagMs === null ? -1 : replica.lagMs / 1000);
+    },
+  });
+  new Gauge({
+    name: 'db_replica_serving_reads',
+    help: 'Whether the read replica (DATABASE_READ_URL) serves the lag-tolerant reads now (1), or the primary does (0)',
+    registers,
+    collect() {
+      const replica = sources?.replica?.();
+      if (replica !== undefined) this.set(replica.state === 'replica' ? 1 : 0);
     },
   });
   new Gauge({

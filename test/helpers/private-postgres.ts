@@ -34,8 +34,18 @@ export interface PrivatePostgres {
   freeze(): void;
   thaw(): void;
   readonly running: boolean;
+  /** A streaming replica only: ends recovery, so that it takes writes (pg_ctl promote); resolves with the milliseconds it took. */
+  promote(): Promise<number>;
   /** Stops the server if it runs and removes the directory (idempotent). */
   destroy(): Promise<void>;
+}
+
+export interface PrivatePostgresOptions {
+  /**
+   * Make a streaming replica of this (running) cluster instead of a new one: `pg_basebackup -R`,
+   * hot standby, its walreceiver named `replica` (for `synchronous_standby_names`).
+   */
+  replicaOf?: PrivatePostgres;
 }
 
 interface Teardown {
@@ -108,7 +118,10 @@ function serverProcesses(dataDir: string): number[] {
 }
 
 /** Creates and starts a private cluster; it is stopped and removed when `t` ends, or at the latest when the process exits. */
-export async function createPrivatePostgres(t: Teardown): Promise<PrivatePostgres> {
+export async function createPrivatePostgres(
+  t: Teardown,
+  options: PrivatePostgresOptions = {},
+): Promise<PrivatePostgres> {
   const bin = findPostgresBinaries();
   if (bin === undefined) throw new Error(`no PostgreSQL binaries (initdb, pg_ctl) under ${POSTGRESQL_LIB}/*/bin`);
   const asRoot = runningAsRoot();
@@ -197,16 +210,35 @@ export async function createPrivatePostgres(t: Teardown): Promise<PrivatePostgre
 
   try {
     let began = performance.now();
-    const [initdb, initdbArgv] = command('initdb', [
-      '-D',
-      dataDir,
-      '-U',
-      'postgres',
-      '--auth=trust',
-      '--encoding=UTF8',
-      '--locale=C',
-      '--no-sync',
-    ]);
+    const source = options.replicaOf;
+    const [initdb, initdbArgv] =
+      source === undefined
+        ? command('initdb', [
+            '-D',
+            dataDir,
+            '-U',
+            'postgres',
+            '--auth=trust',
+            '--encoding=UTF8',
+            '--locale=C',
+            '--no-sync',
+          ])
+        : // A copy of the running primary that follows it (-R: standby.signal and primary_conninfo).
+          command('pg_basebackup', [
+            '-h',
+            '127.0.0.1',
+            '-p',
+            String(source.port),
+            '-U',
+            'postgres',
+            '-D',
+            dataDir,
+            '-R',
+            '-X',
+            'stream',
+            '--checkpoint=fast',
+            '--no-sync',
+          ]);
     await run(initdb, initdbArgv, { timeout: 60_000 });
     const initdbMs = performance.now() - began;
     // Appended as root the file keeps its owner. Small buffers: a test cluster holds little data.
@@ -221,6 +253,12 @@ export async function createPrivatePostgres(t: Teardown): Promise<PrivatePostgre
         'full_page_writes = off',
         'shared_buffers = 32MB',
         'max_connections = 50',
+        // A primary: streaming replicas may follow it (wal_level replica is the default); a replica
+        // answers reads while it replays, and tells the primary which rows its queries still read.
+        'max_wal_senders = 5',
+        'hot_standby = on',
+        'hot_standby_feedback = on',
+        ...(source === undefined ? [] : ["cluster_name = 'replica'"]),
         '',
       ].join('\n'),
     );
@@ -258,6 +296,11 @@ export async function createPrivatePostgres(t: Teardown): Promise<PrivatePostgre
         const t0 = performance.now();
         await pgCtl(stopArgs(mode));
         running = false;
+        return performance.now() - t0;
+      },
+      async promote() {
+        const t0 = performance.now();
+        await pgCtl(['-w', '-t', '30', 'promote']);
         return performance.now() - t0;
       },
       freeze() {
