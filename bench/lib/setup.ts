@@ -75,7 +75,7 @@ export async function stopAll(started: RunningService[]): Promise<void> {
  * that one network may fill it (the default leaves a network a quarter of it, fewer places than
  * a case has connections).
  */
-const unlimited = {
+export const raisedLimits = {
   ...Object.fromEntries(
     [
       'EMBEDDINGS_RATE_LIMIT',
@@ -100,7 +100,7 @@ const unlimited = {
  */
 export async function startServiceInstance(started: RunningService[], env: Record<string, string>) {
   const port = await freePort();
-  const service = startService({ ...benchServiceEnv, ...unlimited, PORT: String(port), ...env });
+  const service = startService({ ...benchServiceEnv, ...raisedLimits, PORT: String(port), ...env });
   started.push(service);
   const base = `http://127.0.0.1:${port}`;
   try {

@@ -252,7 +252,7 @@ export async function createPrivatePostgres(
         'fsync = off',
         'full_page_writes = off',
         'shared_buffers = 32MB',
-        'max_connections = 50',
+        'max_connections = 100',
         // A primary: streaming replicas may follow it (wal_level replica is the default); a replica
         // answers reads while it replays, and tells the primary which rows its queries still read.
         'max_wal_senders = 5',
