@@ -55,11 +55,32 @@ async function startWithHoldLimit(t: Test, holdLimitMs: number) {
   return { app, port, database };
 }
 
+/**
+ * One app and wire server for the cases that leave nothing behind: each connects, runs its statements,
+ * and its clients leave idle (no transaction, no sequence without its Sync, no message unanswered) with
+ * no setting of their own. Such a case uses keys and e-mail addresses of its own, so these cases depend
+ * on no order among themselves and on no state another case left. Started by the first case that asks,
+ * closed when the file ends.
+ *
+ * A case keeps an app of its own (`start(t)`, `startWithHoldLimit`) when:
+ * - one of its clients leaves something open: the wire server's net for such a departure rolls back
+ *   whatever transaction holds the session some 100 ms later, and that could be the next case's;
+ * - it asserts the clean-up after a client left (settings, session user, temporary tables, a renamed
+ *   role), which runs in full only with no client left: a client of an earlier case whose departure
+ *   the server has not seen yet would count;
+ * - it fills the client limit, which such a client would also change.
+ */
+let sharedApp: ReturnType<typeof start> | undefined;
+const shared = () => {
+  sharedApp ??= start(t);
+  return sharedApp;
+};
+
 const signUp = (app: Awaited<ReturnType<typeof start>>['app'], email: string) =>
   app.inject({ method: 'POST', url: '/api/auth/users', payload: { email, password: PASSWORD } });
 
 t.test("a client reads and writes the service's data", async (t) => {
-  const { app, port, wire, client } = await start(t);
+  const { app, port, wire, client } = await shared();
   t.equal(wire?.port, port, 'served on PGLITE_SOCKET_PORT');
   const c = await client();
   t.teardown(() => c.end());
@@ -67,6 +88,7 @@ t.test("a client reads and writes the service's data", async (t) => {
   t.equal((await signUp(app, email)).statusCode, 202);
   const { rows } = await c.query('select email, email_verified from users where email = $1', [email]);
   t.same(rows, [{ email, email_verified: false }], 'the account the service made');
+  // The policy stays in the shared app's database: no other case reads realtime.channels.
   await c.query(
     "create policy wire_test on realtime.channels for select to anon using (enabled and pattern like 'wire:%')",
   );
@@ -77,7 +99,7 @@ t.test("a client reads and writes the service's data", async (t) => {
 });
 
 t.test("the client's open transaction holds the service back until it ends, and the reverse", async (t) => {
-  const { app, client } = await start(t);
+  const { app, client } = await shared();
   const c = await client();
   t.teardown(() => c.end());
   await c.query('begin');
@@ -98,6 +120,7 @@ t.test("the client's open transaction holds the service back until it ends, and 
 });
 
 t.test('a client that leaves inside a transaction is rolled back, and the service goes on', async (t) => {
+  // An app of its own: its client leaves inside a transaction.
   const { app, client } = await start(t);
   const c = await client();
   await c.query('begin');
@@ -177,6 +200,7 @@ const startup = (user = 'psql') => {
 };
 
 t.test('malformed protocol bytes close that connection and leave the service and other clients alone', async (t) => {
+  // An app of its own: a connection cut after its startup leaves that startup unanswered.
   const { app, port, client } = await start(t);
   const hex = (h: string) => Buffer.from(h, 'hex');
   const cases: Array<[string, Buffer[]]> = [
@@ -200,6 +224,7 @@ t.test('malformed protocol bytes close that connection and leave the service and
 });
 
 t.test("a departed client's settings are not in force for the service's next statement", async (t) => {
+  // An app of its own: it asserts the clean-up with no client left, at once after each departure.
   const { app, client, database } = await start(t);
   for (let round = 0; round < 5; round++) {
     const c = await client();
@@ -222,6 +247,7 @@ t.test("a departed client's settings are not in force for the service's next sta
 t.test(
   'Terminate ends the connection: nothing after it runs, an unsynced statement before it is rolled back',
   async (t) => {
+    // An app of its own: its client leaves inside an unsynced sequence.
     const { port, database } = await start(t);
     const s = await rawSession(port);
     s.send(
@@ -241,11 +267,14 @@ t.test(
 );
 
 t.test("one client's Sync does not commit another client's unsynced statement", async (t) => {
+  // An app of its own: its first client leaves inside an unsynced sequence.
   const { port, database } = await start(t);
   const a = await rawSession(port);
   a.send(parse("insert into app_settings (key, value) values ('not-yours', 'x')"), bind(), execute());
   t.ok(await a.until(() => a.text().includes('INSERT 0 1')), 'the insert ran');
-  const b = await rawSession(port);
+  // Its startup is not answered while the first client holds the session (only that client is served
+  // meanwhile): waiting for it, as rawSession does, only ran into the 5 s deadline.
+  const b = await rawConnection(port);
   b.send(frame('S', Buffer.alloc(0)), wireQuery('select 1'));
   await new Promise((r) => setTimeout(r, 300));
   t.notMatch(b.text(), /SELECT 1/, 'the other client waits while the first is inside its sequence');
@@ -257,6 +286,7 @@ t.test("one client's Sync does not commit another client's unsynced statement", 
 });
 
 t.test('a client that keeps a transaction open past the limit is disconnected and rolled back', async (t) => {
+  // An app of its own: its client is cut off inside a transaction.
   const { app, port, database } = await startWithHoldLimit(t, 1_000);
   const c = new pg.Client({ host: '127.0.0.1', port, user: 'psql', database: 'postgres' });
   c.on('error', () => {});
@@ -291,8 +321,8 @@ const request = (code: number) => {
   return b;
 };
 
-/** A raw connection past its startup: what it received so far, and whether the server closed it. */
-async function rawSession(port: number, ...before: Buffer[]) {
+/** A raw connection, its startup sent: what it received so far, and whether the server closed it. */
+async function rawConnection(port: number, ...before: Buffer[]) {
   const socket = net.connect(port, '127.0.0.1');
   let received = Buffer.alloc(0);
   let closed = false;
@@ -314,19 +344,26 @@ async function rawSession(port: number, ...before: Buffer[]) {
     while (!what() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     return what();
   };
-  await until(() => received.includes(Buffer.from('Z\0\0\0\x05I')));
   return {
     socket,
     gone,
     until,
+    ready: () => received.includes(Buffer.from('Z\0\0\0\x05I')),
     closed: () => closed,
     text: () => received.toString('latin1'),
     send: (...messages: Buffer[]) => socket.write(Buffer.concat(messages)),
   };
 }
 
+/** A raw connection past its startup (waited for up to 5 s). */
+async function rawSession(port: number, ...before: Buffer[]) {
+  const session = await rawConnection(port, ...before);
+  await session.until(session.ready);
+  return session;
+}
+
 t.test('SSL and GSS encryption requests are declined, and the client goes on in the clear', async (t) => {
-  const { port } = await start(t);
+  const { port } = await shared();
   for (const [what, code] of [
     ['SSL', 80877103],
     ['GSS', 80877104],
@@ -340,6 +377,7 @@ t.test('SSL and GSS encryption requests are declined, and the client goes on in 
 });
 
 t.test('COPY from the client is refused before it reaches the database, however it is quoted', async (t) => {
+  // An app of its own: one client turns standard_conforming_strings off and is cut off, for the clean-up to reset.
   const { app, port } = await start(t);
   const refused: Array<[string, ...string[]]> = [
     ['plain', 'copy app_settings (key, value) from stdin'],
@@ -370,7 +408,7 @@ t.test('COPY from the client is refused before it reaches the database, however 
 });
 
 t.test('COPY with a program fails as a plain error, even built at run time, and the service goes on', async (t) => {
-  const { app, client } = await start(t);
+  const { app, client } = await shared();
   const c = await client();
   t.teardown(() => c.end());
   for (const sql of [
@@ -386,6 +424,7 @@ t.test('COPY with a program fails as a plain error, even built at run time, and 
 });
 
 t.test('extended-protocol messages without their Sync hold the session, and are rolled back', async (t) => {
+  // An app of its own: its client leaves inside an unsynced sequence.
   const { app, port, database } = await start(t);
   const s = await rawSession(port);
   s.send(parse("insert into app_settings (key, value) values ('unsynced', 'x')"), bind(), execute());
@@ -404,6 +443,7 @@ t.test('extended-protocol messages without their Sync hold the session, and are 
 });
 
 t.test('a simple query answered does not end the hold of an unsynced BEGIN behind it', async (t) => {
+  // An app of its own: its client is cut off inside an unsynced BEGIN.
   const { app, port } = await startWithHoldLimit(t, 1_000);
   const s = await rawSession(port);
   s.send(wireQuery('select 1'), parse('begin'), bind(), execute());
@@ -415,6 +455,7 @@ t.test('a simple query answered does not end the hold of an unsynced BEGIN behin
 });
 
 t.test('a departed client leaves no session state behind', async (t) => {
+  // An app of its own: it asserts the clean-up with no client left (no temporary table of any client).
   const { app, client, database } = await start(t);
   const c = await client();
   await c.query('create role wire_intruder; set session authorization wire_intruder');
@@ -428,6 +469,7 @@ t.test('a departed client leaves no session state behind', async (t) => {
 });
 
 t.test('clients beyond the limit are told so', async (t) => {
+  // An app of its own: it fills the client limit, which a client of an earlier case still counted would change.
   const { port, client } = await start(t);
   const held = await Promise.all(Array.from({ length: 8 }, () => client()));
   const extra = new pg.Client({ host: '127.0.0.1', port, user: 'psql', database: 'postgres' });
@@ -436,7 +478,7 @@ t.test('clients beyond the limit are told so', async (t) => {
 });
 
 t.test('a message split into many small chunks is whole when it arrives', async (t) => {
-  const { port } = await start(t);
+  const { port } = await shared();
   const s = await rawSession(port);
   const bytes = wireQuery(`select length('${'x'.repeat(200_000)}') as n`);
   for (let i = 0; i < bytes.length; i += 1_000) s.socket.write(bytes.subarray(i, i + 1_000));
@@ -445,7 +487,7 @@ t.test('a message split into many small chunks is whole when it arrives', async 
 });
 
 t.test('replication connections are refused: they broke the session', async (t) => {
-  const { app, port } = await start(t);
+  const { app, port } = await shared();
   const body = Buffer.from('user\0psql\0database\0postgres\0replication\0true\0\0');
   const head = Buffer.alloc(8);
   head.writeInt32BE(body.length + 8, 0);
@@ -464,6 +506,7 @@ t.test('replication connections are refused: they broke the session', async (t) 
 });
 
 t.test("a client's temporary table never hides the service's table, even while it stays", async (t) => {
+  // An app of its own: its client leaves a temporary table for the clean-up to discard.
   const { app, client } = await start(t);
   const c = await client();
   t.teardown(() => c.end());
@@ -473,6 +516,7 @@ t.test("a client's temporary table never hides the service's table, even while i
 });
 
 t.test("the clean-up finds the service's role even when a client renamed it", async (t) => {
+  // An app of its own: the service's role is renamed for good, and the clean-up is asserted with no client left.
   const { client, database } = await start(t);
   const c = await client();
   await c.query('create role wire_renamer superuser');
