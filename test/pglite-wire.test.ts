@@ -133,6 +133,31 @@ t.test('a client that leaves inside a transaction is rolled back, and the servic
   t.same((await other.query("select 1 from app_settings where key = 'wire-left'")).rows, [], 'rolled back');
 });
 
+t.test("the clean-up of a client that left inside a transaction never rolls back the next client's", async (t) => {
+  // An app of its own: its first client leaves inside a transaction. The next client begins its own
+  // at once, within the moment the clean-up waits before its safety-net rollback.
+  const { client, database } = await start(t);
+  const a = await client();
+  await a.query('begin');
+  await a.query("insert into app_settings (key, value) values ('wire-first', 'never committed')");
+  const connecting = client(); // answered only once the first client has let go of the session
+  await a.end();
+  const b = await connecting;
+  t.teardown(() => b.end());
+  await b.query('begin');
+  await b.query("insert into app_settings (key, value) values ('wire-next', 'committed')");
+  await new Promise((r) => setTimeout(r, 500)); // past the clean-up's wait
+  await b.query('commit');
+  const keys = await sql<{ key: string }>`select key from app_settings where key like 'wire-%' order by key`.execute(
+    database.db,
+  );
+  t.same(
+    keys.rows.map((r) => r.key),
+    ['wire-next'],
+    "the first client's insert is rolled back, the next client's is committed",
+  );
+});
+
 t.test('PGLITE_SOCKET_PORT: refused with PostgreSQL, in production, on a used port', async (t) => {
   t.throws(
     () => loadConfig({ DATABASE_URL: 'postgres://127.0.0.1/x', PGLITE_SOCKET_PORT: '5433' }),

@@ -69,6 +69,8 @@ class TurnTakingPGlite {
   readonly #pool: PGlitePool;
   readonly #onCleanupError: (err: unknown) => void;
   #turn: PostgresPoolClient | undefined;
+  /** Counts the turns taken: tells the turn a departed client held from one another client took since. */
+  #turnsTaken = 0;
   /** Extended-protocol messages ran, their Sync not yet: PGlite is inside an implicit transaction. */
   #midSequence = false;
   /** A client's message ran since the session was last reset. */
@@ -113,8 +115,14 @@ class TurnTakingPGlite {
     return this.#midSequence || this.#pglite.isInTransaction();
   }
 
+  async #takeTurn(): Promise<void> {
+    if (this.#turn !== undefined) return;
+    this.#turn = await this.#pool.connect();
+    this.#turnsTaken++;
+  }
+
   async runExclusive<T>(work: () => Promise<T>): Promise<T> {
-    this.#turn ??= await this.#pool.connect();
+    await this.#takeTurn();
     const running = work();
     this.#inFlight = running.catch(() => {});
     try {
@@ -135,7 +143,7 @@ class TurnTakingPGlite {
   /** The socket server's rollback of a departed client's transaction: in the turn that client held. */
   async exec(query: string) {
     if (query !== 'ROLLBACK') throw new Error(`unexpected statement from the socket server: ${query}`);
-    this.#turn ??= await this.#pool.connect();
+    await this.#takeTurn();
     try {
       await this.#rollback();
       return [];
@@ -158,11 +166,13 @@ class TurnTakingPGlite {
     this.#dirty = true;
     try {
       if (leftOpen) {
-        // The socket server rolls back the transaction of a client it lets go of (exec, below), and
-        // then serves the others; this is the net for when it did not. Meanwhile the turn is held.
+        // The socket server rolls back the transaction of a client it lets go of (exec, above), and
+        // then serves the others; this is the net for when it did not: the turn the client held when
+        // it left is still held. Another client's turn, taken meanwhile, is that client's own.
+        const turnLeft = this.#turn === undefined ? undefined : this.#turnsTaken;
         await new Promise((resolve) => setTimeout(resolve, LET_GO_MS));
         await this.#inFlight;
-        if (this.#turn !== undefined && this.isInTransaction()) {
+        if (turnLeft !== undefined && turnLeft === this.#turnsTaken && this.isInTransaction()) {
           try {
             await this.#rollback();
           } finally {
