@@ -62,12 +62,3 @@ export function redisFallback(options: RedisFallbackOptions): RedisFallback {
     },
   };
 }
-
-/** `promise`, or a rejection once `ms` pass without an answer (a Redis that hangs rather than refuses). */
-export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}

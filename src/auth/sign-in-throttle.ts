@@ -1,7 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Redis } from 'ioredis';
+import { withTimeout } from '../deadline.ts';
 import { ApiError } from '../errors.ts';
-import { redisFallback, withTimeout } from '../redis-fallback.ts';
+import { redisFallback } from '../redis-fallback.ts';
 import { sha256Hex } from './crypto.ts';
 
 /**

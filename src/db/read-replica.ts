@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { ReplicaConfig } from '../config.ts';
+import { withTimeout } from '../deadline.ts';
 import type { Database } from './schema.ts';
 
 /** How often the replica's replay lag is measured. */
@@ -26,20 +27,6 @@ export interface ReplicaStatus {
 function lsnNumber(lsn: string): number {
   const [high, low] = lsn.split('/');
   return Number.parseInt(high ?? '0', 16) * 2 ** 32 + Number.parseInt(low ?? '0', 16);
-}
-
-async function within<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      work,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /**
@@ -113,7 +100,7 @@ export class ReadReplica {
     const at = this.now();
     let lagMs: number;
     try {
-      const replica = await within(
+      const replica = await withTimeout(
         sql<{
           recovering: boolean;
           replayed: string | null;
@@ -126,7 +113,7 @@ export class ReadReplica {
         lagMs = 0; // promoted: it is a primary now, and has everything it will ever serve
         this.samples = [];
       } else {
-        const primary = await within(
+        const primary = await withTimeout(
           sql<{ lsn: string }>`select pg_current_wal_lsn()::text as lsn`.execute(this.primary),
           CHECK_DEADLINE_MS,
         ).catch(() => undefined);

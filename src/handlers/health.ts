@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { AppContext } from '../context.ts';
+import { withTimeout } from '../deadline.ts';
 import { ApiError } from '../errors.ts';
 import { redisStatus } from '../redis.ts';
 import { version } from '../version.ts';
@@ -14,19 +15,6 @@ export const HEALTH_DEADLINE_MS = 2_000;
 /** How long the health check waits for Redis's PING; Redis does not decide the status. */
 export const REDIS_HEALTH_DEADLINE_MS = 1_000;
 
-/** Resolves when `work` does; rejects when it does, or when `ms` have passed first. */
-async function within<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([work, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** Handlers of the `health` tag. */
 export function healthHandlers(ctx: AppContext): HandlersFor<'getHealth'> {
   return {
@@ -34,7 +22,10 @@ export function healthHandlers(ctx: AppContext): HandlersFor<'getHealth'> {
       const redis = redisStatus(ctx.redis, REDIS_HEALTH_DEADLINE_MS); // meanwhile; it never rejects
       // The answer is checked, not only its arrival: an embedded database whose session broke
       // (a PANIC inside PGlite) answers every query with no rows.
-      const answered = await within(sql<{ one: number }>`select 1 as one`.execute(ctx.db), HEALTH_DEADLINE_MS).then(
+      const answered = await withTimeout(
+        sql<{ one: number }>`select 1 as one`.execute(ctx.db),
+        HEALTH_DEADLINE_MS,
+      ).then(
         (result) => result.rows[0]?.one === 1,
         () => false,
       );

@@ -1,0 +1,11 @@
+/**
+ * `promise`, or a rejection once `ms` pass without an answer: for a server that hangs rather than
+ * refuses (a frozen database, a Redis that stopped answering). The work itself is not cancelled.
+ */
+export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
