@@ -11,4 +11,4 @@ COPY src ./src
 EXPOSE 7130
 USER node
 # The V8 flags: see SERVICE_NODE_FLAGS in scripts/lib/service-process.ts.
-CMD ["node", "--liftoff-only", "--max-semi-space-size=16", "src/server.ts"]
+CMD ["node", "--liftoff-only", "--max-semi-space-size=4", "--v8-pool-size=2", "src/start.mjs"]

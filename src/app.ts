@@ -27,6 +27,7 @@ import { createEmbeddingsService } from './embeddings/embeddings-service.ts';
 import { errorHandler, notFoundHandler, toErrorResponse } from './errors.ts';
 import { clientErrorHandler, serverFactory } from './http-server.ts';
 import { acceptEmptyJsonBodies } from './json-body.ts';
+import { compilersOnFirstUse } from './lazy-compilers.ts';
 import { registerDevInbox } from './mail/dev-inbox.ts';
 import { createMailer } from './mail/mailer.ts';
 import { observeRequests } from './metrics/http.ts';
@@ -129,6 +130,8 @@ export async function buildApp(config: Readonly<Config>, deps: AppDeps): Promise
       typeof config.trustProxy === 'number'
         ? (_address: string, hop: number) => hop < (config.trustProxy as number)
         : config.trustProxy,
+    // Validators and serializers compiled at the first request that needs them (lazy-compilers.ts).
+    schemaController: compilersOnFirstUse(),
     ajv: {
       customOptions: {
         // Reject what the spec does not allow instead of quietly changing it.

@@ -13,14 +13,51 @@ import { asyncapiYaml, specDocument, specYaml } from './spec.ts';
 
 type SpecResponses = Record<string, { content?: Record<string, unknown> }>;
 
+/** Keywords that only document: no validator or serialiser reads them. */
+const ANNOTATIONS = new Set(['description', 'summary', 'title', 'example', 'examples']);
+
 /**
- * The spec as glue is given it. Glue takes every media type it meets for one that requests may be
- * sent in, and warns at each start when no body parser handles it; the only non-JSON media type is
- * a response's (getMetrics' Prometheus text, sent as a string that no schema serialises), so it is
- * left out of glue's copy.
+ * A copy of a part of the spec without its annotations, except where a key names a property (a
+ * schema may have a property called `description`). Glue hands every operation its own copy of the
+ * schemas it uses, so the Error schema's documentation alone was held some 400 times over (about
+ * 3 MB); the published document (specDocument) keeps everything.
+ */
+function withoutAnnotations(node: unknown, namesProperties = false): unknown {
+  if (Array.isArray(node)) return node.map((item) => withoutAnnotations(item));
+  if (node === null || typeof node !== 'object') return node;
+  const copy: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(node)) {
+    if (!namesProperties && ANNOTATIONS.has(key)) continue;
+    copy[key] = withoutAnnotations(value, !namesProperties && (key === 'properties' || key === 'patternProperties'));
+  }
+  return copy;
+}
+
+/** A copy of the spec whose schemas (components.schemas and every `schema`) are withoutAnnotations. */
+function schemasWithoutAnnotations(node: unknown, key?: string): unknown {
+  if (key === 'schema') return withoutAnnotations(node);
+  if (Array.isArray(node)) return node.map((item) => schemasWithoutAnnotations(item));
+  if (node === null || typeof node !== 'object') return node;
+  const copy: Record<string, unknown> = {};
+  for (const [k, value] of Object.entries(node)) {
+    copy[k] =
+      k === 'schemas' && key === 'components'
+        ? Object.fromEntries(
+            Object.entries(value as object).map(([name, schema]) => [name, withoutAnnotations(schema)]),
+          )
+        : schemasWithoutAnnotations(value, k);
+  }
+  return copy;
+}
+
+/**
+ * The spec as glue is given it: its schemas without annotations (schemasWithoutAnnotations), and without non-JSON
+ * media types. Glue takes every media type it meets for one that requests may be sent in, and warns
+ * at each start when no body parser handles it; the only non-JSON media type is a response's
+ * (getMetrics' Prometheus text, sent as a string that no schema serialises).
  */
 function specForGlue(): object {
-  const spec = structuredClone(specDocument) as {
+  const spec = schemasWithoutAnnotations(specDocument) as {
     paths: Record<string, Record<string, { responses?: SpecResponses }>>;
   };
   for (const item of Object.values(spec.paths)) {
@@ -82,12 +119,17 @@ function shadowedMethods(): Array<{ path: string; method: (typeof routedMethods)
  * are on the first screen rather than below some 300 lines of conventions.
  */
 function swaggerUiDocument(): unknown {
-  const document = structuredClone(specDocument) as { info: { description?: string } };
-  const [first, ...rest] = (document.info.description ?? '').split(/\n\s*\n/);
-  if (rest.length > 0) {
-    document.info.description = `${first}\n\nThe conventions every operation follows (bodies, validation, errors, authentication, limits) are the rest of this description, in [openapi.yaml](/openapi.yaml) (\`info.description\`) and [openapi.json](/openapi.json).`;
-  }
-  return document;
+  const info = specDocument.info as { description?: string };
+  const [first, ...rest] = (info.description ?? '').split(/\n\s*\n/);
+  if (rest.length === 0) return specDocument;
+  // A new `info` on the same paths and components: the spec itself is not copied.
+  return {
+    ...specDocument,
+    info: {
+      ...info,
+      description: `${first}\n\nThe conventions every operation follows (bodies, validation, errors, authentication, limits) are the rest of this description, in [openapi.yaml](/openapi.yaml) (\`info.description\`) and [openapi.json](/openapi.json).`,
+    },
+  };
 }
 
 /**

@@ -1,21 +1,14 @@
-import module from 'node:module';
+// Starts the service (`npm start` runs it through src/start.mjs, which turns Node's compile cache on
+// first; `node src/server.ts` works as well, only without the cache).
+import { buildApp } from './app.ts';
+import { type Config, ConfigError, loadConfig } from './config.ts';
+import { DataDirLockedError } from './db/data-dir-lock.ts';
+import { openDatabase } from './db/database.ts';
+import { migrateToLatest } from './db/migrate.ts';
+import { serveDatabaseToPsql } from './db/pglite-wire.ts';
+import { listenForMetrics } from './metrics/listener.ts';
+import { describeStartFailure } from './start-failure.ts';
 
-// The entry point (`npm start`: node src/server.ts). Node keeps the compiled code of every module it
-// loads (the type-stripped sources too) in its compile cache (NODE_COMPILE_CACHE, else a folder in the
-// system's temporary directory), which takes about a third off later starts. It covers only modules
-// loaded after this line, hence the dynamic imports.
-module.enableCompileCache?.();
-
-const { buildApp } = await import('./app.ts');
-const { ConfigError, loadConfig } = await import('./config.ts');
-const { DataDirLockedError } = await import('./db/data-dir-lock.ts');
-const { openDatabase } = await import('./db/database.ts');
-const { migrateToLatest } = await import('./db/migrate.ts');
-const { listenForMetrics } = await import('./metrics/listener.ts');
-const { serveDatabaseToPsql } = await import('./db/pglite-wire.ts');
-const { describeStartFailure } = await import('./start-failure.ts');
-
-type Config = import('./config.ts').Config;
 let config: Config | undefined;
 
 /** Starts the service: config, database, migrations, app, listen; closes everything on SIGINT/SIGTERM. */

@@ -2,7 +2,7 @@
  * Every code sample of README.md, docs/*.md and the SDK package's README (sdk/README.md) runs against
  * the real service, so the docs cannot drift.
  *
- * The service is started once as a child process (`node --liftoff-only src/server.ts`) on a free port,
+ * The service is started once as a child process (as `npm start` does: `node <its V8 flags> src/start.mjs`) on a free port,
  * on `memory://` or, with TEST_DATABASE_URL, on a fresh PostgreSQL database of its own, without
  * SMTP_URL (so every email is written to its log), with the variables of the README's start command
  * (the block after `<!-- sample: service -->`). Per-IP rate limits are raised: every sample comes from
@@ -42,7 +42,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { freePort, SERVICE_NODE_FLAGS, waitFor200 } from '../scripts/lib/service-process.ts';
+import { freePort, NPM_START, SERVICE_NODE_FLAGS, waitFor200 } from '../scripts/lib/service-process.ts';
 import { createTestDatabase, usingPostgres } from './helpers/database.ts';
 import {
   type Block,
@@ -98,7 +98,7 @@ const port = await freePort();
 const psqlPort = usingPostgres ? undefined : await freePort();
 const psqlUrl = psqlPort === undefined ? db.url : `postgresql://postgres@127.0.0.1:${psqlPort}/postgres`;
 const logFd = openSync(logFile, 'w');
-const child: ChildProcess = spawn(process.execPath, [...SERVICE_NODE_FLAGS, 'src/server.ts'], {
+const child: ChildProcess = spawn(process.execPath, [...SERVICE_NODE_FLAGS, NPM_START.script], {
   cwd: root,
   env: {
     PATH: process.env.PATH ?? '',

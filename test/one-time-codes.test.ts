@@ -5,6 +5,7 @@ import { createHmac } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
 import { Migrator } from 'kysely/migration';
 import t from 'tap';
+import { createAttemptBatches } from '../src/auth/attempt-batches.ts';
 import { MAX_CODE_ATTEMPTS_PER_DAY, MAX_CODE_FAILURES } from '../src/auth/auth-context.ts';
 import { deriveKeys, hashPassword, sha256Hex } from '../src/auth/crypto.ts';
 import { oneTimeCodeHmac } from '../src/auth/one-time-codes.ts';
@@ -12,6 +13,7 @@ import { migrations } from '../src/db/migrate.ts';
 import { consumeStatement, deleteExpiredCodes, type OneTimeCodeRow } from '../src/db/repositories/one-time-codes.ts';
 import type { Database, EmailCodePurpose } from '../src/db/schema.ts';
 import { buildAuthTestApp, newEmail, PASSWORD, wrongCode } from './helpers/auth.ts';
+import { heldTransaction } from './helpers/database.ts';
 import { assertErrorBody } from './helpers/error-body.ts';
 
 const JWT_SECRET = 'one-time-codes-test-secret-5b1e0c7a9d2f4e68';
@@ -222,6 +224,79 @@ t.test('simultaneous guesses at one code each take an attempt of their own', asy
     where c.email = ${email} and c.purpose = 'verification'`.execute(s.db);
   t.same(rows, [{ failed: guesses, window: guesses }], 'the code and the address each counted every guess');
   assertErrorBody(t, await s.verifyElsewhere({ email, otp: CODE }), 400, 'INVALID_OTP');
+});
+
+// Guesses at one address that arrive while a counting statement is in flight there are counted by
+// one statement (src/auth/attempt-batches.ts). Each must still get an attempt number of its own, in
+// arrival order: here the first guess is held up by a transaction that keeps the code's row (or, on
+// PGlite, the one session) busy, and the others queue behind it in a known order.
+for (const [label, rightAt] of [
+  ['a right code queued after the allowed attempts is refused', MAX_CODE_FAILURES + 2],
+  ['a right code queued within the allowed attempts works', MAX_CODE_FAILURES],
+] as const) {
+  t.test(`guesses that queue at one code each count: ${label}`, async (t) => {
+    const s = await setup(t);
+    const email = newEmail('queued');
+    await insertUser(s.db, email, false);
+    await plant(s, 'verification', email, CODE);
+    const hold = heldTransaction(s.db, (trx) =>
+      sql`select id from one_time_codes where email = ${email} for update`.execute(trx),
+    );
+    await hold.held;
+    const answers: Promise<{ statusCode: number }>[] = [];
+    for (let attempt = 1; attempt <= MAX_CODE_FAILURES + 2; attempt++) {
+      answers.push(s.verifyElsewhere({ email, otp: attempt === rightAt ? CODE : wrongCode(CODE, attempt) }));
+      // In arrival order: each request reaches the check before the next is sent.
+      await new Promise((resolve) => setTimeout(resolve, 40));
+    }
+    await hold.commit();
+    const statuses = (await Promise.all(answers)).map((a) => a.statusCode);
+    t.same(
+      statuses,
+      statuses.map((_, i) => (i + 1 === rightAt && rightAt <= MAX_CODE_FAILURES ? 200 : 400)),
+      `attempt ${rightAt} (the right code) ${rightAt <= MAX_CODE_FAILURES ? 'works' : 'is refused'}, every other is refused`,
+    );
+    const { rows } = await sql<{ failed: number }>`
+      select failed_attempts as failed from one_time_codes where email = ${email} and purpose = 'verification'`.execute(
+      s.db,
+    );
+    t.same(rows, [{ failed: MAX_CODE_FAILURES + 2 }], 'the code counted every guess');
+  });
+}
+
+t.test('attempt batches: one statement in flight per key, the rest counted together in arrival order', async (t) => {
+  const calls: Array<{ key: string; size: number }> = [];
+  let release: (() => void) | undefined;
+  const batches = createAttemptBatches(async (key, size) => {
+    const call = calls.push({ key, size });
+    if (call === 1) await new Promise<void>((resolve) => (release = resolve));
+    if (key === 'fails') throw new Error('statement failed');
+    return call;
+  });
+  const first = batches.submit('a');
+  const queued = [batches.submit('a'), batches.submit('a'), batches.submit('a')];
+  const other = batches.submit('b');
+  t.same(
+    calls,
+    [
+      { key: 'a', size: 1 },
+      { key: 'b', size: 1 },
+    ],
+    'the first guess at each key runs at once, alone',
+  );
+  release?.();
+  t.same(await first, { result: 1, size: 1, index: 0 });
+  t.same(
+    await Promise.all(queued),
+    [0, 1, 2].map((index) => ({ result: 3, size: 3, index })),
+    'the guesses that waited are one statement of three, in arrival order',
+  );
+  t.same(await other, { result: 2, size: 1, index: 0 });
+  t.equal(batches.keysInFlight, 0, 'nothing is left in flight');
+  const failing = [batches.submit('fails'), batches.submit('fails')];
+  await t.rejects(failing[0] as Promise<unknown>, /statement failed/, 'a failed statement fails its guesses');
+  await t.rejects(failing[1] as Promise<unknown>, /statement failed/, 'the next statement still runs');
+  t.same(await batches.submit('a'), { result: 6, size: 1, index: 0 }, 'and the key works again');
 });
 
 t.test('housekeeping deletes expired codes and tokens, never a verification row', async (t) => {

@@ -112,8 +112,8 @@ t.test('npm start and the Dockerfile run the service with the same V8 flags', as
   const pkg = JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')) as {
     scripts: { start: string };
   };
-  t.equal(pkg.scripts.start, `node ${SERVICE_NODE_FLAGS.join(' ')} src/server.ts`);
+  t.equal(pkg.scripts.start, `node ${SERVICE_NODE_FLAGS.join(' ')} src/start.mjs`);
   const dockerfile = readFileSync(path.join(projectRoot, 'Dockerfile'), 'utf8');
-  const command = ['node', ...SERVICE_NODE_FLAGS, 'src/server.ts'].map((word) => JSON.stringify(word)).join(', ');
+  const command = ['node', ...SERVICE_NODE_FLAGS, 'src/start.mjs'].map((word) => JSON.stringify(word)).join(', ');
   t.ok(dockerfile.includes(`\nCMD [${command}]\n`), 'the Dockerfile starts the service the same way');
 });

@@ -27,7 +27,7 @@ export interface StartCommand {
 }
 
 /**
- * Reads a `start` script of the form `node [--flag …] <script>.ts` (nothing else: no variables, no
+ * Reads a `start` script of the form `node [--flag …] <script>.ts` (or `.mjs`) (nothing else: no variables, no
  * quoting, no second command); throws on anything else, so that whatever runs the service "as
  * `npm start` does" fails loudly instead of drifting from it.
  */
@@ -38,10 +38,12 @@ export function parseStartScript(start: string): StartCommand {
   if (
     node !== 'node' ||
     script === undefined ||
-    !/^[\w./-]+\.ts$/.test(script) ||
+    !/^[\w./-]+\.(ts|mjs)$/.test(script) ||
     !flags.every((f) => /^--[\w-]+(=[\w.,-]+)?$/.test(f))
   ) {
-    throw new Error(`package.json's start script is not "node [--flag ...] <script>.ts": ${JSON.stringify(start)}`);
+    throw new Error(
+      `package.json's start script is not "node [--flag ...] <script>.ts|.mjs": ${JSON.stringify(start)}`,
+    );
   }
   return { flags, script };
 }
@@ -55,17 +57,18 @@ export const NPM_START: StartCommand = parseStartScript(
 /**
  * The V8 flags the service runs with (`npm start`, the Dockerfile), read from package.json's `start`
  * script: WebAssembly compiled by the baseline compiler only (the optimising tier cost PGlite's
- * Postgres about 40 MB of resident memory and CPU at start, for queries about 5% faster), and the
- * young generation of Node 22 (Node 24's doubled one held about 30 MB more at idle). V8 takes them
- * only on the command line: set at run time, Node 24 ignores them.
+ * Postgres about 40 MB of resident memory and CPU at start, for queries about 5% faster), a young
+ * generation of 4 MB semi-spaces (16 held 20 MiB more at idle, for no CPU measured under load) and 2
+ * background threads for V8 (each kept a malloc arena). V8 takes them only on the command line: set
+ * at run time, Node 24 ignores them. See docs/performance.md, Start-up and memory.
  */
 export const SERVICE_NODE_FLAGS = NPM_START.flags;
 
-/** `npm start`'s command line without npm: this Node, the flags and the script (`src/server.ts`; no build step). */
+/** `npm start`'s command line without npm: this Node, the flags and the script (`src/start.mjs`, which imports `src/server.ts`; no build step). */
 export const SERVICE_COMMAND: readonly string[] = [process.execPath, ...NPM_START.flags, NPM_START.script];
 
 /**
- * Starts the service as `npm start` does (NPM_START: its flags, `src/server.ts`, no build step), or
+ * Starts the service as `npm start` does (NPM_START: its flags, `src/start.mjs`, no build step), or
  * another script without them, as a child process with the given environment on top of a minimal
  * one. Node runs TypeScript directly (type stripping).
  */

@@ -1,6 +1,5 @@
 import type { Transaction } from 'kysely';
 import type { EventClient } from '../audit/audit-trail.ts';
-import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as users from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
@@ -66,12 +65,17 @@ export function createEmailVerification(
     const now = clock.now();
     const requester = requesterOf(client);
     const code = codes.next('verification', email, now);
-    const sent = await db.transaction().execute(async (trx) => {
-      const claimant = { requester, kind: 'verification' as const };
-      if (!(await addressLimits.claimEmailSend(trx, email, claimant, now, EMAIL_LIMITS))) return 'limited' as const;
-      return codes.reissueVerification(trx, email, code.stored, now);
-    });
-    if (sent === 'limited') return deps.mailer.notSent(email, EMAIL_LIMITED);
+    // The claim and the new code in one statement: one round trip and one commit for every address.
+    const claimant = { requester, kind: 'verification' as const };
+    const { claimed, issued: sent } = await codes.claimAndReissueVerification(
+      db,
+      email,
+      claimant,
+      EMAIL_LIMITS,
+      code.stored,
+      now,
+    );
+    if (!claimed) return deps.mailer.notSent(email, EMAIL_LIMITED);
     if (sent === undefined) return deps.mailer.notSent(email, 'no account awaits verification of this address');
     mail.send(verificationMail(config, email, code, sent.contested, redirectTo), { requester, claimedAt: now });
   }

@@ -1,6 +1,7 @@
 import { randomInt } from 'node:crypto';
 import * as store from '../db/repositories/one-time-codes.ts';
 import type { EmailCodePurpose, Executor, OneTimeCodePurpose } from '../db/schema.ts';
+import { createAttemptBatches } from './attempt-batches.ts';
 import {
   type AuthDeps,
   inSeconds,
@@ -105,26 +106,36 @@ export function createOneTimeCodes(deps: AuthDeps) {
     };
   }
 
+  /** Guesses at one address and purpose arriving together share one counting statement. */
+  const attempts = createAttemptBatches(async (key, size) => {
+    const [purpose, email] = JSON.parse(key) as [EmailCodePurpose, string];
+    const now = clock.now();
+    return { now, ...(await store.recordCodeAttempt(db, purpose, email, now, size)) };
+  });
+
   /**
    * A code submission for a (lower-cased) address. The code's attempt is taken and the address's
    * daily attempt counted (over every purpose) before comparing, in one statement that commits
-   * whatever the answer, so that concurrent guesses cannot share attempts; an attempt without an
-   * unused code writes one row instead of the code's count, so the statement and its writes are the
-   * same whether the address has an account or an unused code or not. Wrong, expired, used,
-   * voided and missing codes all throw the same INVALID_OTP. Returns the code's row, not yet consumed.
+   * whatever the answer, so that concurrent guesses cannot share attempts (guesses at one address
+   * that arrive together are counted by one statement, each with its own attempt number: see
+   * attempt-batches.ts); an attempt without an unused code writes one row instead of the code's
+   * count, so the statement and its writes are the same whether the address has an account or an
+   * unused code or not. The code is compared in constant time. Wrong, expired, used, voided and
+   * missing codes all throw the same INVALID_OTP. Returns the code's row, not yet consumed.
    */
   async function check(purpose: EmailCodePurpose, email: string, code: string): Promise<OneTimeCodeRow> {
-    const now = clock.now();
-    const { row, addressAttempts: attempts } = await store.recordCodeAttempt(db, purpose, email, now);
+    const { result, size, index } = await attempts.submit(JSON.stringify([purpose, email]));
+    const { now, row, addressAttempts } = result;
+    // This guess's attempt numbers: those before it in the batch were counted first.
+    const before = size - 1 - index;
+    const failedAttempts = (row?.failed_attempts ?? 0) - before;
+    const counted = row?.code_expires_at != null && row.code_expires_at > now;
+    const attemptsToday = addressAttempts - (counted ? before : 0);
     const stored = row?.code_hmac ?? '0'.repeat(64);
     const matches = constantTimeEqual(stored, expectedHmac(purpose, email, code, stored));
-    const live =
-      row?.code_expires_at != null &&
-      row.code_expires_at > now &&
-      row.failed_attempts <= MAX_CODE_FAILURES &&
-      attempts <= MAX_CODE_ATTEMPTS_PER_DAY;
-    if (!matches || !live) throw invalidOtp();
-    return row;
+    const live = counted && failedAttempts <= MAX_CODE_FAILURES && attemptsToday <= MAX_CODE_ATTEMPTS_PER_DAY;
+    if (!matches || !live || row === undefined) throw invalidOtp();
+    return { ...row, failed_attempts: failedAttempts };
   }
 
   /**
@@ -242,7 +253,7 @@ export function createOneTimeCodes(deps: AuthDeps) {
     takeToken,
     /** Issuing, per purpose (each decides who may get one, by the same statements for every address). */
     recordSignUp: store.recordSignUp,
-    reissueVerification: store.reissueVerification,
+    claimAndReissueVerification: store.claimAndReissueVerification,
     issueSignInCode: store.issueSignInCode,
     issueResetCode: store.issueResetCode,
     insertToken: store.insertToken,

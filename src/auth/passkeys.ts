@@ -2,15 +2,7 @@
 // session, sign-in (a passkey with user verification is both factors: aal2), the second step of a
 // session that owes one, and their management. Challenges live in the one-time code store.
 import { randomBytes } from 'node:crypto';
-import {
-  type AuthenticationResponseJSON,
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  type RegistrationResponseJSON,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
-} from '@simplewebauthn/server';
-import { isoBase64URL } from '@simplewebauthn/server/helpers';
+import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server';
 import * as mfa from '../db/repositories/mfa.ts';
 import * as store from '../db/repositories/passkeys.ts';
 import * as sessions from '../db/repositories/sessions.ts';
@@ -23,6 +15,9 @@ import { type FactorCaller, type Factors, MAX_FACTORS } from './mfa/factors.ts';
 import type { SecondStep } from './mfa/second-step.ts';
 import { type OneTimeCodes, PASSKEY_CHALLENGE_TTL_MS } from './one-time-codes.ts';
 import type { IssuedSession, SessionIssuer } from './session-issuer.ts';
+
+/** The ceremonies' library, loaded at the first passkey operation (an idle service does not hold it). */
+const webauthn = () => import('@simplewebauthn/server');
 
 /** WebAuthn's bound on a credential id (bytes). */
 const MAX_CREDENTIAL_ID_BYTES = 1023;
@@ -78,7 +73,7 @@ export function createPasskeys(
       throw new ApiError('FACTOR_STATE', `An account has at most ${MAX_FACTORS} factors`);
     }
     const existing = await store.listPasskeys(db, caller.userId);
-    const options = await generateRegistrationOptions({
+    const options = await (await webauthn()).generateRegistrationOptions({
       rpName: rp.rpName,
       rpID: rp.rpId,
       userName: caller.email,
@@ -116,9 +111,11 @@ export function createPasskeys(
     factors.requireRecentProof(caller);
     const challenge = await codes.takeRegistrationChallenge(caller.sessionId);
     if (challenge === undefined) throw registrationInvalid('this session has no live challenge');
-    let info: NonNullable<Awaited<ReturnType<typeof verifyRegistrationResponse>>['registrationInfo']>;
+    let info: NonNullable<
+      Awaited<ReturnType<typeof import('@simplewebauthn/server').verifyRegistrationResponse>>['registrationInfo']
+    >;
     try {
-      const verified = await verifyRegistrationResponse({
+      const verified = await (await webauthn()).verifyRegistrationResponse({
         response,
         expectedChallenge: (c) => challenge.matches(c),
         expectedOrigin: [...rp.origins],
@@ -133,7 +130,7 @@ export function createPasskeys(
       log.info({ err: (err as Error).message, userId: caller.userId }, 'passkey registration refused');
       throw registrationInvalid('the answer does not verify');
     }
-    if (isoBase64URL.toBuffer(info.credential.id).length > MAX_CREDENTIAL_ID_BYTES) {
+    if (Buffer.from(info.credential.id, 'base64url').length > MAX_CREDENTIAL_ID_BYTES) {
       throw registrationInvalid(`a credential id has at most ${MAX_CREDENTIAL_ID_BYTES} bytes`);
     }
     const transports = [...new Set(info.credential.transports ?? [])].filter((t) => TRANSPORTS.has(t));
@@ -153,7 +150,7 @@ export function createPasskeys(
       const row = await store.insertPasskey(trx, {
         user_id: caller.userId,
         credential_id: info.credential.id,
-        public_key: isoBase64URL.fromBuffer(info.credential.publicKey),
+        public_key: Buffer.from(info.credential.publicKey).toString('base64url'),
         counter: info.credential.counter,
         transports,
         device_type: info.credentialDeviceType,
@@ -198,7 +195,7 @@ export function createPasskeys(
     // their number and the length of their ids. The address is kept with the challenge only.
     const allow = caller === undefined ? [] : (await store.listPasskeys(db, caller.userId)).map(descriptor);
     const address = email?.toLowerCase();
-    const options = await generateAuthenticationOptions({
+    const options = await (await webauthn()).generateAuthenticationOptions({
       rpID: rp.rpId,
       allowCredentials: allow,
       challenge: randomBytes(32),
@@ -231,14 +228,14 @@ export function createPasskeys(
     if (handle !== undefined && handle !== userHandle(passkey.user_id).toString('base64url')) throw refused();
     let newCounter: number;
     try {
-      const verified = await verifyAuthenticationResponse({
+      const verified = await (await webauthn()).verifyAuthenticationResponse({
         response,
         expectedChallenge: (c) => challenge.matches(c),
         expectedOrigin: [...rp.origins],
         expectedRPID: rp.rpId,
         credential: {
           id: passkey.credential_id,
-          publicKey: isoBase64URL.toBuffer(passkey.public_key),
+          publicKey: new Uint8Array(Buffer.from(passkey.public_key, 'base64url')),
           counter: Number(passkey.counter),
           transports: passkey.transports as never[],
         },

@@ -59,6 +59,10 @@ const pgTypes = {
 // the default 128MB made up 40% of an idle service. An embedded database serves one process and a
 // small data set: 8MB keeps its hot pages, and the operating system's page cache the rest.
 const PGLITE_SHARED_BUFFERS = '8MB';
+// Postgres sizes its shared memory (process slots, lock tables) for max_connections, 100 by default.
+// The embedded database has one backend, whatever talks to it (the service's pool and a psql client
+// share it): 5, the least its 3 reserved connections allow with room to spare, holds about 5 MB less.
+const PGLITE_MAX_CONNECTIONS = 5;
 
 function pgliteOptions(config: Exclude<DatabaseConfig, { kind: 'postgres' }>, loadDataDir?: Blob): PGliteOptions {
   const isNew = config.kind === 'pglite-memory' || !existsSync(path.join(config.dataDir, 'PG_VERSION'));
@@ -71,6 +75,8 @@ function pgliteOptions(config: Exclude<DatabaseConfig, { kind: 'postgres' }>, lo
       ...PGlite.defaultStartParams,
       '-c',
       `shared_buffers=${PGLITE_SHARED_BUFFERS}`,
+      '-c',
+      `max_connections=${PGLITE_MAX_CONNECTIONS}`,
       '-c',
       'search_path=public,pg_temp',
     ],

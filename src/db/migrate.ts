@@ -26,6 +26,7 @@ import * as m0023 from './migrations/0023_passkeys.ts';
 import * as m0024 from './migrations/0024_audit_log_and_webhooks.ts';
 import * as m0025 from './migrations/0025_webhook_delivery.ts';
 import * as m0026 from './migrations/0026_identity_linking.ts';
+import * as m0027 from './migrations/0027_user_directory_chunks.ts';
 import { applyRepeatableSql } from './repeatable-sql.ts';
 import type { Database } from './schema.ts';
 
@@ -57,6 +58,7 @@ export const migrations: Record<string, Migration> = {
   '0024_audit_log_and_webhooks': m0024,
   '0025_webhook_delivery': m0025,
   '0026_identity_linking': m0026,
+  '0027_user_directory_chunks': m0027,
 };
 
 /**

@@ -274,6 +274,16 @@ export interface UserCountTable {
   n: number;
 }
 
+/**
+ * The directory's page bookmarks (migration 0027): a chunk of the (created_at desc, id desc) order
+ * named by its start key, the newest key it may hold, with the number of users it holds.
+ */
+export interface UserDirectoryChunksTable {
+  start_created_at: Date;
+  start_id: string;
+  n: number;
+}
+
 /** The tables Kysely knows about; one entry per table, named as in SQL. */
 /** One successful embeddings call (written in batches by the usage recorder). */
 export interface EmbeddingUsageTable {
@@ -328,6 +338,7 @@ export interface SigningKeysTable {
 export interface Database {
   signing_keys: SigningKeysTable;
   user_count: UserCountTable;
+  user_directory_chunks: UserDirectoryChunksTable;
   app_settings: AppSettingsTable;
   users: UsersTable;
   mfa_factors: MfaFactorsTable;

@@ -22,6 +22,7 @@ import type { PublishInput, PublishOutcome } from './publisher.ts';
 import type { SessionEnds } from './session-ends.ts';
 import { watchOutput } from './slow-consumers.ts';
 import type { RealtimeEvents } from './socket-server.ts';
+import { batchWrites } from './write-batching.ts';
 
 type Ack = (response: unknown) => void;
 
@@ -65,6 +66,7 @@ export class RealtimeConnection {
     const { config, live, events, log } = context;
     live.add(socket);
     this.#budget = new PublishBudget(config.realtime.publishRate, Date.now());
+    batchWrites(socket);
     watchOutput(socket, {
       maxBytes: config.realtime.maxBufferedBytes,
       onSlow: () => {

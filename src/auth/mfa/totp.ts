@@ -2,7 +2,6 @@
 // either way. Codes come from `otpauth`; the comparison and the replay rule are the service's.
 import { timingSafeEqual } from 'node:crypto';
 import { Secret, TOTP } from 'otpauth';
-import QRCode from 'qrcode';
 
 const PERIOD_SECONDS = 30;
 const DIGITS = 6;
@@ -28,6 +27,8 @@ export function totpUri(secretBase32: string, issuer: string, account: string): 
 
 /** The URI as a QR code: an SVG image in a data URI. */
 export async function qrCodeDataUri(uri: string): Promise<string> {
+  // Loaded at the first enrolment: an idle service does not hold it.
+  const { default: QRCode } = await import('qrcode');
   const svg = await QRCode.toString(uri, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
   return `data:image/svg+xml;base64,${Buffer.from(svg).toString('base64')}`;
 }

@@ -1,9 +1,12 @@
 import { fullFormats } from 'ajv-formats/dist/formats.js';
 import { createRemoteJWKSet, type JWTPayload, jwtVerify } from 'jose';
-import * as oidc from 'openid-client';
+import type * as oidc from 'openid-client';
 import type { Clock } from '../../clock.ts';
 import { ApiError } from '../../errors.ts';
 import type { GithubProviderConfig, OAuthProviderConfig, OidcProviderConfig } from './provider-config.ts';
+
+/** The OAuth client library, loaded at the first sign-in through a provider (an idle service does not hold it). */
+const openidClient = () => import('openid-client');
 
 /** Who the provider says signed in. `emailVerified` is true only when the provider asserts it. */
 export interface ProviderIdentity {
@@ -107,11 +110,19 @@ function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
 
   /** Discovery, once; a failure is retried on the next use. */
   function configuration(): Promise<oidc.Configuration> {
-    discovered ??= oidc
-      .discovery(new URL(config.issuer), config.clientId, undefined, oidc.ClientSecretBasic(config.clientSecret), {
-        timeout: PROVIDER_TIMEOUT_S,
-        ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
-      })
+    discovered ??= openidClient()
+      .then((client) =>
+        client.discovery(
+          new URL(config.issuer),
+          config.clientId,
+          undefined,
+          client.ClientSecretBasic(config.clientSecret),
+          {
+            timeout: PROVIDER_TIMEOUT_S,
+            ...(insecure ? { execute: [client.allowInsecureRequests] } : {}),
+          },
+        ),
+      )
       .catch((err: unknown) => {
         discovered = undefined;
         throw err;
@@ -180,6 +191,7 @@ function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
     config,
     async authorizationUrl(callbackUrl, checks) {
       const c = await configuration();
+      const oidc = await openidClient();
       return oidc.buildAuthorizationUrl(c, {
         redirect_uri: callbackUrl,
         scope: config.scopes.join(' '),
@@ -191,6 +203,7 @@ function oidcClient(config: OidcProviderConfig, clock: Clock): ProviderClient {
     },
     async finish(currentUrl, checks) {
       const c = await configuration();
+      const oidc = await openidClient();
       let idToken: string | undefined;
       try {
         const tokens = await oidc.authorizationCodeGrant(c, currentUrl, {
@@ -227,14 +240,27 @@ function githubClient(config: GithubProviderConfig): ProviderClient {
     authorization_endpoint: `${config.baseUrl}/login/oauth/authorize`,
     token_endpoint: `${config.baseUrl}/login/oauth/access_token`,
   };
-  const c = new oidc.Configuration(server, config.clientId, undefined, oidc.ClientSecretPost(config.clientSecret));
-  c.timeout = PROVIDER_TIMEOUT_S;
-  if (new URL(config.baseUrl).protocol === 'http:' || new URL(config.apiUrl).protocol === 'http:') {
-    oidc.allowInsecureRequests(c);
+  const insecure = new URL(config.baseUrl).protocol === 'http:' || new URL(config.apiUrl).protocol === 'http:';
+  let configured: oidc.Configuration | undefined;
+  /** The library and its configuration for GitHub, made at the first use. */
+  async function client(): Promise<{ oidc: typeof oidc; c: oidc.Configuration }> {
+    const oidc = await openidClient();
+    if (configured === undefined) {
+      configured = new oidc.Configuration(
+        server,
+        config.clientId,
+        undefined,
+        oidc.ClientSecretPost(config.clientSecret),
+      );
+      configured.timeout = PROVIDER_TIMEOUT_S;
+      if (insecure) oidc.allowInsecureRequests(configured);
+    }
+    return { oidc, c: configured };
   }
   const headers = { accept: 'application/vnd.github+json', 'user-agent': 'accounts-service' };
 
   async function api<T>(accessToken: string, path: string): Promise<T> {
+    const { oidc, c } = await client();
     const res = await oidc.fetchProtectedResource(
       c,
       accessToken,
@@ -250,6 +276,7 @@ function githubClient(config: GithubProviderConfig): ProviderClient {
   return {
     config,
     async authorizationUrl(callbackUrl, checks) {
+      const { oidc, c } = await client();
       return oidc.buildAuthorizationUrl(c, {
         redirect_uri: callbackUrl,
         scope: config.scopes.join(' '),
@@ -259,6 +286,7 @@ function githubClient(config: GithubProviderConfig): ProviderClient {
       }).href;
     },
     async finish(currentUrl, checks) {
+      const { oidc, c } = await client();
       let accessToken: string;
       try {
         const tokens = await oidc.authorizationCodeGrant(c, currentUrl, {

@@ -59,7 +59,7 @@ export async function accountIdOf(
  *   resets the code's attempts, so the cap also bounds the guesses per day). Beyond that, a reset
  *   or sign-in email still goes out when the address has had none from the reserve for
  *   reservePeriodSeconds (the cooldown still applies). Works the same for every address, with or
- *   without an account: two statements, both writing.
+ *   without an account: one statement writing two rows (see addressClaim).
  *
  * Run it in a transaction.
  */
@@ -72,7 +72,7 @@ export async function claimEmailSend(
 ): Promise<EmailClaim | undefined> {
   const cutoff = new Date(now.getTime() - limits.cooldownSeconds * 1000);
   const dayAgo = new Date(now.getTime() - DAY_MS);
-  const { requester, device } = claimant;
+  const { device } = claimant;
   if (device !== undefined) {
     // The address's devices together: a device seen for the first time (each sign-in may bring one)
     // is inserted only under the cap too, and claims for one address run one after another so that
@@ -97,6 +97,28 @@ export async function claimEmailSend(
     `.execute(db);
     return claimed.rows.length === 1 ? { pool: 'device', device } : undefined;
   }
+  const claim = addressClaim(email, claimant, now, limits);
+  const claimed = await sql<{ granted: boolean; reserve: boolean | null }>`
+    with ${claim.claimed}
+    ${claim.requesterShare}
+    returning exists (select 1 from claimed) as granted, (select reserve from claimed) as reserve
+  `.execute(db);
+  const row = claimed.rows[0];
+  if (row?.granted !== true) return undefined;
+  return { pool: row.reserve === true ? 'reserve' : 'address' };
+}
+
+/**
+ * The claim of the address's budget (claimEmailSend without a known device) as one statement:
+ * `claimed`, a common table expression (the address's row when the claim is granted; its column
+ * `reserve` says whether from the reserve), and `requesterShare`, the statement's own INSERT (the
+ * requester's share, counted when the daily budget granted the claim), to which the caller adds
+ * its RETURNING. Expressions between them may ask whether `claimed` has a row.
+ */
+export function addressClaim(email: string, claimant: EmailClaimant, now: Date, limits: EmailLimits) {
+  const cutoff = new Date(now.getTime() - limits.cooldownSeconds * 1000);
+  const dayAgo = new Date(now.getTime() - DAY_MS);
+  const { requester } = claimant;
   const reserveOpen = claimant.kind !== 'verification';
   const reserveCutoff = new Date(now.getTime() - limits.reservePeriodSeconds * 1000);
   // Within the address's daily budget and this requester's share of it (on the row before the update).
@@ -105,7 +127,10 @@ export async function claimEmailSend(
       select r.sent_in_window from email_send_requesters r
       where r.email = ${email} and r.requester = ${requester} and r.window_started_at > ${dayAgo}
     ), 0) < ${limits.perRequesterPerDay}`;
-  const claimed = await sql<{ email: string; reserve: boolean }>`
+  // Both rows are written in one statement (so one snapshot: the requester's share is read as it
+  // was before this claim, as it was when the claim and the share were two statements in a row).
+  return {
+    claimed: sql`claimed as (
     insert into email_send_log as l (email, last_sent_at, window_started_at, sent_in_window)
     values (${email}, ${now}, ${now}, 1)
     on conflict (email) do update set
@@ -117,20 +142,17 @@ export async function claimEmailSend(
       reserve_sent_at = case when ${withinBudget} then l.reserve_sent_at else excluded.last_sent_at end
     where l.last_sent_at <= ${cutoff}
       and ((${withinBudget}) or (${reserveOpen} and l.reserve_sent_at <= ${reserveCutoff}))
-    returning email, reserve_sent_at = last_sent_at as reserve
-  `.execute(db);
-  const row = claimed.rows[0];
-  // Only the daily budget counts toward the requester's share.
-  const sent = row !== undefined && !row.reserve ? 1 : 0;
-  await sql`
+    returning reserve_sent_at = last_sent_at as reserve
+  )`,
+    // Only the daily budget counts toward the requester's share.
+    requesterShare: sql`
     insert into email_send_requesters as r (email, requester, window_started_at, sent_in_window)
-    values (${email}, ${requester}, ${now}, ${sent})
+    values (${email}, ${requester}, ${now}, (select count(*) from claimed where not reserve))
     on conflict (email, requester) do update set
       window_started_at = case when r.window_started_at <= ${dayAgo} then excluded.window_started_at else r.window_started_at end,
-      sent_in_window = case when r.window_started_at <= ${dayAgo} then ${sent} else r.sent_in_window + ${sent} end
-  `.execute(db);
-  if (row === undefined) return undefined;
-  return { pool: row.reserve ? 'reserve' : 'address' };
+      sent_in_window = case when r.window_started_at <= ${dayAgo} then excluded.sent_in_window
+        else r.sent_in_window + excluded.sent_in_window end`,
+  };
 }
 
 /** Gives back a claim whose email could not be sent, so that the person can ask again at once. */

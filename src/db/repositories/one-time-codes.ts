@@ -1,5 +1,6 @@
 import { type Selectable, sql } from 'kysely';
 import type { EmailCodePurpose, Executor, OneTimeCodePurpose, OneTimeCodesTable } from '../schema.ts';
+import { addressClaim, type EmailClaimant, type EmailLimits } from './address-limits.ts';
 
 export type OneTimeCodeRow = Selectable<OneTimeCodesTable>;
 
@@ -126,27 +127,41 @@ export async function recordSignUp(
 }
 
 /**
- * Replaces the code and link of the unverified account with this address (voiding the earlier
+ * Claims an email to the address (the address's budget, see addressClaim) and, when granted,
+ * replaces the code and link of the unverified account with this address (voiding the earlier
  * ones), keeping its pending sign-up. A verified account without a password (competing sign-ups
  * left it none) gets one too: its code or link signs its owner in, so that losing the session
- * before choosing a password locks nobody out. Returns the account's id and whether it is
- * contested, or undefined when no account qualifies (nothing is written then).
+ * before choosing a password locks nobody out. One statement, so one round trip and one commit,
+ * whatever the address. Says whether the claim was granted and, when an account qualified, its id
+ * and whether it is contested (nothing is written to the codes otherwise).
  */
-export async function reissueVerification(
+export async function claimAndReissueVerification(
   db: Executor,
   email: string,
+  claimant: EmailClaimant,
+  limits: EmailLimits,
   issued: StoredSecret,
   now: Date,
-): Promise<{ userId: string; contested: boolean } | undefined> {
+): Promise<{ claimed: boolean; issued: { userId: string; contested: boolean } | undefined }> {
   const fields = verificationIssuance(issued, now);
-  const row = await db
+  const reissue = db
     .insertInto('one_time_codes')
     .columns(VERIFICATION_COLUMNS)
-    .expression(selectVerificationFor(db, email, fields, true))
+    .expression(selectVerificationFor(db, email, fields, true).where(sql<boolean>`exists (select 1 from claimed)`))
     .onConflict((oc) => oc.columns(['email', 'purpose']).where(ONE_PER_ADDRESS).doUpdateSet(fields))
-    .returning(['user_id', 'contested'])
-    .executeTakeFirst();
-  return row?.user_id == null ? undefined : { userId: row.user_id, contested: row.contested };
+    .returning(['user_id', 'contested']);
+  const claim = addressClaim(email, claimant, now, limits);
+  const { rows } = await sql<{ claimed: boolean; user_id: string | null; contested: boolean | null }>`
+    with ${claim.claimed}, issued as (${reissue})
+    ${claim.requesterShare}
+    returning exists (select 1 from claimed) as claimed, (select user_id from issued) as user_id,
+      (select contested from issued) as contested
+  `.execute(db);
+  const row = rows[0];
+  return {
+    claimed: row?.claimed === true,
+    issued: row?.user_id == null ? undefined : { userId: row.user_id, contested: row.contested === true },
+  };
 }
 
 /** The columns a new sign-in or reset code sets on conflict: its HMAC and expiry, attempts back to 0, not consumed. */
@@ -272,13 +287,15 @@ export async function issueResetCode(
 }
 
 /**
- * One code attempt at an address, in one statement (its row locks held only while it runs, so that
+ * `attempts` code attempts at an address (the guesses that arrived together, see
+ * src/auth/attempt-batches.ts), in one statement (its row locks held only while it runs, so that
  * guesses at one address do not queue behind each other's round trips):
- * - the address's unused code of `purpose` has its count taken before it is compared, so that
- *   concurrent guesses cannot share one attempt; the code is returned as it is after the count;
+ * - the address's unused code of `purpose` has its count raised by `attempts` before it is
+ *   compared, so that concurrent guesses cannot share one attempt; the code is returned as it is
+ *   after the count (guess i of the batch, from 1, is attempt `failed_attempts - attempts + i`);
  * - when there is no such code, one row of `code_attempt_misses` is written instead, so that an
  *   attempt at any address writes the same number of rows with the same statement;
- * - the attempt is counted in the address's daily window (over every purpose; the row the email
+ * - the attempts are counted in the address's daily window (over every purpose; the row the email
  *   limits keep, see address-limits.ts), and `addressAttempts` is how many it has had. Only guesses
  *   at a live code count: guesses where there is none cannot succeed, and counting them let a
  *   stranger use up the address's allowance and so refuse the owner's next right code.
@@ -288,22 +305,24 @@ export async function recordCodeAttempt(
   purpose: EmailCodePurpose,
   email: string,
   now: Date,
+  attempts = 1,
 ): Promise<{ row: OneTimeCodeRow | undefined; addressAttempts: number }> {
   const dayAgo = new Date(now.getTime() - DAY_MS);
   // The count is the statement itself (an INSERT, whose row is written whatever the address), and
   // the code comes back with it as JSON: RETURNING names only the inserted row's columns.
   const result = await sql<{ address_attempts: number; code: Record<string, unknown> | null }>`
     with taken as (
-      update one_time_codes set failed_attempts = failed_attempts + 1
+      update one_time_codes set failed_attempts = failed_attempts + ${attempts}::int
       where email = ${email} and purpose = ${purpose} and code_hmac is not null and consumed_at is null
       returning *
     ), missed as (
       insert into code_attempt_misses as m (email, purpose, attempts, last_attempt_at)
-      select ${email}, ${purpose}, 1, ${now} where not exists (select 1 from taken)
-      on conflict (email, purpose) do update set attempts = m.attempts + 1, last_attempt_at = excluded.last_attempt_at
+      select ${email}, ${purpose}, ${attempts}::int, ${now} where not exists (select 1 from taken)
+      on conflict (email, purpose) do update set attempts = m.attempts + excluded.attempts, last_attempt_at = excluded.last_attempt_at
     )
     insert into email_send_log as l (email, last_sent_at, window_started_at, sent_in_window, code_attempts_in_window)
-    values (${email}, to_timestamp(0), ${now}, 0, coalesce((select 1 from taken where code_expires_at > ${now} limit 1), 0))
+    values (${email}, to_timestamp(0), ${now}, 0,
+      coalesce((select ${attempts}::int from taken where code_expires_at > ${now} limit 1), 0))
     on conflict (email) do update set
       window_started_at = case when l.window_started_at <= ${dayAgo} then excluded.window_started_at else l.window_started_at end,
       sent_in_window = case when l.window_started_at <= ${dayAgo} then 0 else l.sent_in_window end,
