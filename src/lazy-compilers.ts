@@ -17,8 +17,16 @@ interface Validator {
 
 function compiledOnFirstUse(compile: () => Validator): Validator {
   let compiled: Validator | undefined;
+  let failed: unknown;
   const validate: Validator = (data) => {
-    compiled ??= compile();
+    // A schema that does not compile refuses every request (500), compiled once: not again each time.
+    if (failed !== undefined) throw failed;
+    try {
+      compiled ??= compile();
+    } catch (err) {
+      failed = err;
+      throw err;
+    }
     const valid = compiled(data);
     validate.errors = compiled.errors;
     return valid;
@@ -38,10 +46,21 @@ interface HeadersSchema {
   required?: unknown;
 }
 
+/** What a headers schema may hold: names only under `properties` and `required`. */
+const FLAT_HEADER_KEYWORDS = new Set(['type', 'properties', 'required', 'additionalProperties', '$schema']);
+
 /** A headers schema with its property names and `required` entries in lower case (as Fastify's own compiler gets it). */
 function lowerCaseHeaderNames(schema: unknown): unknown {
   if (schema === null || typeof schema !== 'object' || Object.getPrototypeOf(schema) !== Object.prototype)
     return schema;
+  // Only the top level is lower-cased (Fastify's own goes into allOf and the like too): a headers
+  // schema that would hold names anywhere else stops the start rather than go unchecked.
+  const nested = Object.keys(schema).filter((key) => !FLAT_HEADER_KEYWORDS.has(key));
+  if (nested.length > 0) {
+    throw new Error(
+      `a headers schema may only use ${[...FLAT_HEADER_KEYWORDS].join(', ')}; it has ${nested.join(', ')}`,
+    );
+  }
   const headers = schema as HeadersSchema;
   return {
     ...headers,

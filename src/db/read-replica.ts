@@ -110,7 +110,20 @@ export class ReadReplica {
       const row = replica.rows[0];
       if (row === undefined) throw new Error('the replica answered no row');
       if (!row.recovering) {
-        lagMs = 0; // promoted: it is a primary now, and has everything it will ever serve
+        // Promoted. It has everything it will ever serve only if DATABASE_URL now reaches it too (the
+        // failover moved both names). If the primary still answers as another server (a split brain:
+        // the service keeps writing to the old primary), the promoted copy gets no more writes and
+        // would serve stale reads forever: the reads go to the primary.
+        const fingerprint = sql<{ server: string }>`select (select system_identifier from pg_control_system())::text
+          || '/' || pg_postmaster_start_time()::text || '/' || pg_is_in_recovery()::text as server`;
+        const [mine, theirs] = await Promise.all([
+          withTimeout(fingerprint.execute(this.db), CHECK_DEADLINE_MS),
+          withTimeout(fingerprint.execute(this.primary), CHECK_DEADLINE_MS).catch(() => undefined),
+        ]);
+        if (theirs !== undefined && theirs.rows[0]?.server !== mine.rows[0]?.server) {
+          throw new Error('the replica was promoted but DATABASE_URL still names another primary');
+        }
+        lagMs = 0;
         this.samples = [];
       } else {
         const primary = await withTimeout(
