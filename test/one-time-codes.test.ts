@@ -6,11 +6,17 @@ import { type Kysely, sql } from 'kysely';
 import { Migrator } from 'kysely/migration';
 import t from 'tap';
 import { createAttemptBatches } from '../src/auth/attempt-batches.ts';
-import { MAX_CODE_ATTEMPTS_PER_DAY, MAX_CODE_FAILURES } from '../src/auth/auth-context.ts';
+import { EMAIL_LIMITS, MAX_CODE_ATTEMPTS_PER_DAY, MAX_CODE_FAILURES } from '../src/auth/auth-context.ts';
 import { deriveKeys, hashPassword, sha256Hex } from '../src/auth/crypto.ts';
 import { oneTimeCodeHmac } from '../src/auth/one-time-codes.ts';
 import { migrations } from '../src/db/migrate.ts';
-import { consumeStatement, deleteExpiredCodes, type OneTimeCodeRow } from '../src/db/repositories/one-time-codes.ts';
+import { claimEmailSend } from '../src/db/repositories/address-limits.ts';
+import {
+  consumeStatement,
+  deleteExpiredCodes,
+  issueSignInCode,
+  type OneTimeCodeRow,
+} from '../src/db/repositories/one-time-codes.ts';
 import type { Database, EmailCodePurpose } from '../src/db/schema.ts';
 import { buildAuthTestApp, newEmail, PASSWORD, wrongCode } from './helpers/auth.ts';
 import { heldTransaction } from './helpers/database.ts';
@@ -262,6 +268,55 @@ for (const [label, rightAt] of [
     );
     t.same(rows, [{ failed: MAX_CODE_FAILURES + 2 }], 'the code counted every guess');
   });
+}
+
+// Sending a code claims the address's row of email_send_log, then writes the code's row, in one
+// transaction; counting a guess writes the same two rows. Taken in the other order, a guess that
+// arrived between a send's two statements would wait for the send while the send waited for it: a
+// deadlock, which PostgreSQL breaks after a second by failing one of them (a 503, or a send lost).
+for (const expired of [false, true]) {
+  const before = expired ? 'an expired code' : 'a live code';
+  t.test(
+    `a guess that arrives while a code is being sent waits for it, and neither fails (${before} before)`,
+    async (t) => {
+      const s = await setup(t);
+      const email = newEmail('send-and-guess');
+      await insertUser(s.db, email, true);
+      await plant(s, 'sign_in', email, CODE);
+      // The code was mailed two minutes ago (past the cooldown), as every code is: after a claim.
+      const sentAt = new Date(s.clock.now().getTime() - 120_000);
+      await sql`insert into email_send_log (email, last_sent_at, window_started_at, sent_in_window)
+      values (${email}, ${sentAt}, ${sentAt}, 1)`.execute(s.db);
+      if (expired)
+        await sql`update one_time_codes set code_expires_at = ${s.clock.now()} where email = ${email}`.execute(s.db);
+      const send = heldTransaction(
+        s.db,
+        (trx) => claimEmailSend(trx, email, { requester: '203.0.113.7', kind: 'sign_in' }, s.clock.now(), EMAIL_LIMITS),
+        (trx) =>
+          issueSignInCode(
+            trx,
+            email,
+            {
+              codeHmac: oneTimeCodeHmac(keys, 'sign_in', email, '135790'),
+              codeExpiresAt: new Date(Date.now() + 600_000),
+            },
+            true,
+            s.clock.now(),
+          ),
+      );
+      await send.held;
+      const guess = s.post('/api/auth/sessions?client_type=mobile', { method: 'otp', email, otp: wrongCode(CODE, 1) });
+      // The guess reaches its statement while the send holds the address's row.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await t.resolves(send.commit(), 'the send commits');
+      assertErrorBody(t, await guess, 400, 'INVALID_OTP');
+      const { rows } = await sql<{ failed: number; window: number }>`
+      select c.failed_attempts as failed, l.code_attempts_in_window as window
+      from one_time_codes c join email_send_log l using (email)
+      where c.email = ${email} and c.purpose = 'sign_in'`.execute(s.db);
+      t.same(rows, [{ failed: 1, window: 1 }], 'the guess counted at the new code and in the address window');
+    },
+  );
 }
 
 t.test('attempt batches: one statement in flight per key, the rest counted together in arrival order', async (t) => {

@@ -299,6 +299,11 @@ export async function issueResetCode(
  *   limits keep, see address-limits.ts), and `addressAttempts` is how many it has had. Only guesses
  *   at a live code count: guesses where there is none cannot succeed, and counting them let a
  *   stranger use up the address's allowance and so refuse the owner's next right code.
+ *
+ * The address's row is locked before the code's, the order in which every email sent to an address
+ * takes them (its claim, then its code, in one transaction): taken the other way, a guess and a
+ * send could each wait for the other until PostgreSQL failed one of them. A guess that waited for a
+ * send counts at the code the send wrote.
  */
 export async function recordCodeAttempt(
   db: Executor,
@@ -309,11 +314,15 @@ export async function recordCodeAttempt(
 ): Promise<{ row: OneTimeCodeRow | undefined; addressAttempts: number }> {
   const dayAgo = new Date(now.getTime() - DAY_MS);
   // The count is the statement itself (an INSERT, whose row is written whatever the address), and
-  // the code comes back with it as JSON: RETURNING names only the inserted row's columns.
+  // the code comes back with it as JSON: RETURNING names only the inserted row's columns. `address`
+  // runs first: the code's UPDATE asks for its result.
   const result = await sql<{ address_attempts: number; code: Record<string, unknown> | null }>`
-    with taken as (
+    with address as (
+      select 1 from email_send_log where email = ${email} for update
+    ), taken as (
       update one_time_codes set failed_attempts = failed_attempts + ${attempts}::int
       where email = ${email} and purpose = ${purpose} and code_hmac is not null and consumed_at is null
+        and (select count(*) from address) >= 0
       returning *
     ), missed as (
       insert into code_attempt_misses as m (email, purpose, attempts, last_attempt_at)
