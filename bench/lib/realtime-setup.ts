@@ -6,7 +6,14 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
-import { projectRoot, type RunningService } from '../../scripts/lib/service-process.ts';
+import {
+  freePort,
+  NPM_START,
+  projectRoot,
+  type RunningService,
+  spawnCapturing,
+  waitFor200,
+} from '../../scripts/lib/service-process.ts';
 import { CHANNEL, CHANNEL_PATTERN, hashString, OrderFingerprint } from './realtime-shared.ts';
 import { adminAccessToken, startServiceInstance } from './setup.ts';
 
@@ -71,6 +78,26 @@ export async function startInstances(
   const a = await startServiceInstance(started, env);
   const b = await startServiceInstance(started, env);
   return { instances: [a, b], adminToken: await adminAccessToken(a.base) };
+}
+
+/**
+ * Starts the ceiling: two bare socket.io servers (bench/bare-realtime-server.ts, with the Node flags
+ * of `npm start`), the second relaying its publishes to the first, which orders them.
+ */
+export async function startCeiling(started: RunningService[]): Promise<[Instance, Instance]> {
+  const one = async (env: Record<string, string>): Promise<Instance> => {
+    const port = await freePort();
+    const service = spawnCapturing(process.execPath, [...NPM_START.flags, 'bench/bare-realtime-server.ts'], {
+      cwd: projectRoot,
+      env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production', PORT: String(port), ...env },
+    });
+    started.push(service);
+    const base = `http://127.0.0.1:${port}`;
+    await waitFor200(`${base}/api/health`, 30_000);
+    return { service, pid: service.child.pid as number, port, base };
+  };
+  const a = await one({});
+  return [a, await one({ RELAY_TO: a.base })];
 }
 
 /** Stops the instances (SIGTERM; SIGKILL after `graceMs`) and waits for them to exit. */

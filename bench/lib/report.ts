@@ -350,6 +350,10 @@ export interface TargetResult {
 
 export interface ScenarioResult {
   subscribers: number;
+  /** A run against bare socket.io (bench/bare-realtime-server.ts): the ceiling of the scenario after it. */
+  ceiling?: boolean;
+  /** The service's figures as a ratio to the ceiling's in the same run (when it was measured). */
+  vsCeiling?: { publishes: number; deliveries: number };
   /** The re-check of live subscriptions during the measured window: its period (null: the server default), passes on both instances, mean time. */
   recheck?: { seconds: number | null; passes: number; meanMs: number };
   /** Subscribers on instance A and on instance B. */
@@ -445,17 +449,19 @@ export function scenarioTable(r: RealtimeReport): string {
   const s = r.scenarios;
   const row = (title: string, f: (x: ScenarioResult) => string) => `| ${title} | ${s.map(f).join(' | ')} |`;
   return [
-    `| | ${s.map((x) => `${whole(x.subscribers)} subscribers`).join(' | ')} |`,
+    `| | ${s.map((x) => `${whole(x.subscribers)} subscribers${x.ceiling ? ', bare socket.io (ceiling)' : ''}`).join(' | ')} |`,
     `|---|${s.map(() => '---:').join('|')}|`,
     row('re-check period (REALTIME_RECHECK_SECONDS)', (x) =>
-      x.recheck === undefined || x.recheck.seconds === null
-        ? 'default (30 s)'
-        : x.recheck.seconds === 0
-          ? 'off'
-          : `${x.recheck.seconds} s`,
+      x.ceiling
+        ? '-'
+        : x.recheck === undefined || x.recheck.seconds === null
+          ? 'default (30 s)'
+          : x.recheck.seconds === 0
+            ? 'off'
+            : `${x.recheck.seconds} s`,
     ),
     row('re-check passes (A+B) / mean time (ms)', (x) =>
-      x.recheck === undefined
+      x.ceiling || x.recheck === undefined
         ? '-'
         : `${whole(x.recheck.passes)} / ${x.recheck.passes > 0 ? realtimeMs(x.recheck.meanMs) : '-'}`,
     ),
@@ -474,6 +480,9 @@ export function scenarioTable(r: RealtimeReport): string {
     row('refused publishes', (x) => counts(x.publishes.refused)),
     row('publish errors', (x) => counts(x.publishes.errors)),
     row('**deliveries/s**', (x) => `**${whole(x.deliveries.perSecond)}**`),
+    row('publishes/s and deliveries/s as a ratio to the ceiling', (x) =>
+      x.vsCeiling === undefined ? '-' : `${x.vsCeiling.publishes.toFixed(2)} / ${x.vsCeiling.deliveries.toFixed(2)}`,
+    ),
     row('deliveries expected (all accepted × subscribers)', (x) => whole(x.deliveries.expected)),
     row('deliveries received', (x) => whole(x.deliveries.received)),
     row('lost', (x) => whole(x.deliveries.lost)),
@@ -491,8 +500,12 @@ export function scenarioTable(r: RealtimeReport): string {
       'distinct message-id orders (subscribers compared)',
       (x) => `${x.order.distinctOrders} (${whole(x.order.subscribersCompared)})`,
     ),
-    row('subscribers off the commit order (realtime.messages.seq)', (x) => whole(x.order.subscribersOffCommitOrder)),
-    row('messages committed / accepted', (x) => `${whole(x.order.committedMessages)} / ${whole(x.publishes.accepted)}`),
+    row('subscribers off the commit order (realtime.messages.seq)', (x) =>
+      x.ceiling ? '-' : whole(x.order.subscribersOffCommitOrder),
+    ),
+    row('messages committed / accepted', (x) =>
+      x.ceiling ? '-' : `${whole(x.order.committedMessages)} / ${whole(x.publishes.accepted)}`,
+    ),
     row('message ids differing from the acks', (x) => whole(x.order.messageIdMismatches)),
     row('acks out of seq order (information)', (x) => whole(x.publishes.acksOutOfOrder)),
     row('disconnects during the run', (x) => counts(x.disconnects)),

@@ -303,7 +303,9 @@ export async function issueResetCode(
  * The address's row is locked before the code's, the order in which every email sent to an address
  * takes them (its claim, then its code, in one transaction): taken the other way, a guess and a
  * send could each wait for the other until PostgreSQL failed one of them. A guess that waited for a
- * send counts at the code the send wrote.
+ * send counts at the code the send wrote. (An address without that row, a code older than the row's
+ * day, has nothing to lock first: a send that creates the row in the same instant can still meet
+ * the guess that way; PostgreSQL then fails one of the two after `deadlock_timeout`, answered 503.)
  */
 export async function recordCodeAttempt(
   db: Executor,
