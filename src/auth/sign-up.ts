@@ -76,13 +76,14 @@ export function createSignUp(deps: AuthDeps, sessions: SessionIssuer, mail: Back
     // Made for every sign-up, whatever the address, so that the answer tells nothing.
     const binding = newOpaqueToken();
     const { account, mailable, pending } = await db.transaction().execute(async (trx) => {
+      // The claim first: it takes the address's lock, before the account's row (addressLock).
+      const claimant = { requester, kind: 'verification' as const };
+      const mailable =
+        (await addressLimits.claimEmailSend(trx, input.email, claimant, now, EMAIL_LIMITS)) !== undefined;
       const created = await users.insertUnverifiedUser(trx, input.email, input.name);
       await users.ensureEmailProvider(trx, input.email);
       const account = await users.findUserByEmail(trx, input.email);
       if (account !== undefined) await recordSignUp(trx, account.id, input.email, client, created);
-      const claimant = { requester, kind: 'verification' as const };
-      const mailable =
-        (await addressLimits.claimEmailSend(trx, input.email, claimant, now, EMAIL_LIMITS)) !== undefined;
       const pending = await codes.recordSignUp(trx, {
         email: input.email,
         passwordHash: input.passwordHash,

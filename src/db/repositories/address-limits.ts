@@ -3,6 +3,15 @@ import type { Executor } from '../schema.ts';
 
 const DAY_MS = 86_400_000;
 
+/**
+ * The address's lock (a transaction-level advisory lock on its name), taken first by every
+ * statement or transaction that writes its email limits or counts a guess at its codes: claims of
+ * every kind (then their codes) and code attempts (the code, then the address's count). So two of
+ * them at one address run one after the other and never each hold a row the other waits for; a
+ * lock on the address's row of email_send_log could not do it, since that row is not always there.
+ */
+export const addressLock = (email: string) => sql`pg_advisory_xact_lock(hashtextextended(${`address:${email}`}, 0))`;
+
 /** The limits on emails to one address. */
 export interface EmailLimits {
   /** Minimum gap between two emails to one address (between two asked for from one known device). */
@@ -75,13 +84,13 @@ export async function claimEmailSend(
   const { device } = claimant;
   if (device !== undefined) {
     // The address's devices together: a device seen for the first time (each sign-in may bring one)
-    // is inserted only under the cap too, and claims for one address run one after another so that
-    // two new devices cannot both take its last place.
+    // is inserted only under the cap too, and claims for one address run one after another (the
+    // address's lock) so that two new devices cannot both take its last place.
     const devicesUnderCap = sql`(
       select coalesce(sum(o.sent_in_window), 0) from email_send_devices o
       where o.email = ${email} and o.window_started_at > ${dayAgo}
     ) < ${limits.knownDevicesPerDay}`;
-    await sql`select pg_advisory_xact_lock(hashtextextended(${`email_send_devices:${email}`}, 0))`.execute(db);
+    await sql`select ${addressLock(email)}`.execute(db);
     const claimed = await sql<{ email: string }>`
       insert into email_send_devices as d (email, device_id, window_started_at, sent_in_window, last_sent_at)
       select ${email}, ${device}, ${now}::timestamptz, 1, ${now}::timestamptz
@@ -132,7 +141,7 @@ export function addressClaim(email: string, claimant: EmailClaimant, now: Date, 
   return {
     claimed: sql`claimed as (
     insert into email_send_log as l (email, last_sent_at, window_started_at, sent_in_window)
-    values (${email}, ${now}, ${now}, 1)
+    select ${email}, ${now}::timestamptz, ${now}::timestamptz, 1 from (select ${addressLock(email)}) as locked
     on conflict (email) do update set
       last_sent_at = excluded.last_sent_at,
       window_started_at = case when l.window_started_at <= ${dayAgo} then excluded.last_sent_at else l.window_started_at end,

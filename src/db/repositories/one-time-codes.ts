@@ -1,6 +1,6 @@
 import { type Selectable, sql } from 'kysely';
 import type { EmailCodePurpose, Executor, OneTimeCodePurpose, OneTimeCodesTable } from '../schema.ts';
-import { addressClaim, type EmailClaimant, type EmailLimits } from './address-limits.ts';
+import { addressClaim, addressLock, type EmailClaimant, type EmailLimits } from './address-limits.ts';
 
 export type OneTimeCodeRow = Selectable<OneTimeCodesTable>;
 
@@ -300,12 +300,10 @@ export async function issueResetCode(
  *   at a live code count: guesses where there is none cannot succeed, and counting them let a
  *   stranger use up the address's allowance and so refuse the owner's next right code.
  *
- * The address's row is locked before the code's, the order in which every email sent to an address
- * takes them (its claim, then its code, in one transaction): taken the other way, a guess and a
- * send could each wait for the other until PostgreSQL failed one of them. A guess that waited for a
- * send counts at the code the send wrote. (An address without that row, a code older than the row's
- * day, has nothing to lock first: a send that creates the row in the same instant can still meet
- * the guess that way; PostgreSQL then fails one of the two after `deadlock_timeout`, answered 503.)
+ * The address's lock (addressLock) is taken first, as every email sent to the address takes it
+ * before its claim and its code: otherwise a guess holding the code's row and a send holding the
+ * address's row could each wait for the other until PostgreSQL failed one of them. A guess that
+ * waited for a send counts at the code the send wrote.
  */
 export async function recordCodeAttempt(
   db: Executor,
@@ -320,7 +318,7 @@ export async function recordCodeAttempt(
   // runs first: the code's UPDATE asks for its result.
   const result = await sql<{ address_attempts: number; code: Record<string, unknown> | null }>`
     with address as (
-      select 1 from email_send_log where email = ${email} for update
+      select ${addressLock(email)}
     ), taken as (
       update one_time_codes set failed_attempts = failed_attempts + ${attempts}::int
       where email = ${email} and purpose = ${purpose} and code_hmac is not null and consumed_at is null
