@@ -1,3 +1,4 @@
+import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as sessions from '../db/repositories/sessions.ts';
 import * as users from '../db/repositories/users.ts';
@@ -88,6 +89,8 @@ export function createAdminAccount(deps: AuthDeps, issuer: SessionIssuer) {
     }
     const hash = samePassword && existing?.password_hash ? existing.password_hash : await hashPassword(password);
     const ended = await db.transaction().execute(async (trx) => {
+      // The address first: its codes are deleted (addressLock).
+      await addressLimits.lockAddresses(trx, [email]);
       const id = await users.upsertAdmin(trx, email, hash);
       await rememberApplied(trx, { userId: id, email, hash });
       await oneTimeCodes.deleteAccountCodes(trx, { id, email }, ['verification']);

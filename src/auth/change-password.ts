@@ -1,5 +1,6 @@
 import type { EventClient } from '../audit/audit-trail.ts';
 import * as accounts from '../db/repositories/account-admin.ts';
+import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as sessions from '../db/repositories/sessions.ts';
 import * as users from '../db/repositories/users.ts';
@@ -41,8 +42,10 @@ export function createChangePassword(deps: AuthDeps, issuer: SessionIssuer) {
     }
     const hash = await hashPassword(input.newPassword);
     const ended = await db.transaction().execute(async (trx) => {
-      // The account's row first, then its session: the order the administrator actions and the
-      // reset take too, so that none of them can deadlock with this one.
+      // The address first (it deletes the address's codes: addressLock), then the account's row,
+      // then its session: the order the administrator actions and the reset take too, so that none
+      // of them can deadlock with this one.
+      await addressLimits.lockAddresses(trx, [user.email]);
       await accounts.lockAccounts(trx, [user.id]);
       // Two changes at once: the first to commit ends the other's session, and the other must then
       // change nothing (else whoever lost the race would silently undo the winner's password).

@@ -1,5 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { EventClient } from '../audit/audit-trail.ts';
+import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import * as users from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
@@ -95,6 +96,8 @@ export function createEmailVerification(
     bindings: readonly string[],
     proof: { method: 'code' | 'link'; client: EventClient | null },
   ) {
+    // The address first, then the code and the account's row (addressLock).
+    await addressLimits.lockAddresses(trx, [v.email]);
     // The row as consumed: a sign-up that competed after the code was read still counts.
     const consumed = await codes.consume(trx, v, now);
     if (consumed.user_id === null) throw invalidOtp();

@@ -83,6 +83,8 @@ export function createPasswordReset(deps: AuthDeps, issuer: SessionIssuer, mail:
     const token = newHexToken();
     const expiresAt = inSeconds(now, config.emailLinkTtlSeconds);
     await db.transaction().execute(async (trx) => {
+      // The address first, then the code and the account's row (addressLock).
+      await addressLimits.lockAddresses(trx, [email]);
       const consumed = await codes.consume(trx, row, now);
       if (consumed.user_id === null) throw invalidOtp();
       await codes.insertToken(trx, {
@@ -99,10 +101,10 @@ export function createPasswordReset(deps: AuthDeps, issuer: SessionIssuer, mail:
 
   /**
    * Sets a new password with a reset token (the link's or an exchanged one), in one transaction:
-   * the token is taken (deleted) first, so of two resets with one token exactly one goes on; the
-   * address is marked verified; every other reset, sign-in and verification code of the account
-   * is deleted (a competing sign-up's pending password with them); every session ends, on every
-   * instance. A password left unproven by a verification goes with every provider identity linked
+   * the token is taken (deleted) first, after the address's lock, so of two resets with one token
+   * exactly one goes on; the address is marked verified; every other reset, sign-in and
+   * verification code of the account is deleted (a competing sign-up's pending password with
+   * them); every session ends, on every instance. A password left unproven by a verification goes with every provider identity linked
    * since, and the owner is told (unproven-password.ts). A token of a disabled account is spent and
    * refused like an unknown one.
    */
@@ -114,9 +116,13 @@ export function createPasswordReset(deps: AuthDeps, issuer: SessionIssuer, mail:
     // Hashed first: the slow part never runs while the account's row is locked.
     const hash = await hashPassword(newPassword);
     const now = clock.now();
+    // Read first for its address, then taken under the address's lock (addressLock).
+    const token = await codes.checkToken('password_reset_token', tokenInput);
+    if (token.user_id === null) throw invalidOtp();
+    const { email, user_id: owner } = token;
     const done = await db.transaction().execute(async (trx) => {
-      const owner = await codes.takeToken(trx, 'password_reset_token', tokenInput, now);
-      if (owner === undefined) return undefined;
+      await addressLimits.lockAddresses(trx, [email]);
+      if ((await codes.takeToken(trx, 'password_reset_token', tokenInput, now)) !== owner) return undefined;
       const user = await accounts.lockUserById(trx, owner);
       if (user === undefined || user.disabled_at !== null) return undefined;
       const removal = await unproven.removeOnProof(trx, user, 'password reset', now);

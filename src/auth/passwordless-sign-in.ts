@@ -76,6 +76,8 @@ export function createPasswordlessSignIn(
     const { email } = input;
     const now = clock.now();
     return db.transaction().execute(async (trx) => {
+      // The address first, then the code and the account's row (addressLock).
+      await addressLimits.lockAddresses(trx, [email]);
       await codes.consume(trx, row, now);
       let account = await accounts.lockUserByEmail(trx, email);
       if (account === undefined) {

@@ -1,5 +1,6 @@
 import type { AdminActor } from '../audit/audit-trail.ts';
 import * as accounts from '../db/repositories/account-admin.ts';
+import * as addressLimits from '../db/repositories/address-limits.ts';
 import * as oneTimeCodes from '../db/repositories/one-time-codes.ts';
 import { revokeUserSessions } from '../db/repositories/sessions.ts';
 import * as users from '../db/repositories/users.ts';
@@ -50,6 +51,8 @@ export function createUserAdministration(deps: AuthDeps, issuer: SessionIssuer) 
   ): Promise<ApiAdminUser> {
     const now = clock.now();
     const result = await db.transaction().execute(async (trx) => {
+      // The target's address first (disabling deletes its codes: addressLock), then the accounts.
+      await addressLimits.lockAddresses(trx, await accounts.addressesOf(trx, [userId]));
       const admins = await accounts.lockEnabledAdmins(trx);
       if (!admins.includes(actor.userId)) throw notAnAdmin();
       const [target] = await accounts.lockAccounts(trx, [userId]);
@@ -121,6 +124,8 @@ export function createUserAdministration(deps: AuthDeps, issuer: SessionIssuer) 
     const now = clock.now();
     const keepSince = new Date(now.getTime() - (config.accessTokenTtlSeconds + DELETED_SESSIONS_MARGIN_SECONDS) * 1000);
     const { deleted, revoked } = await db.transaction().execute(async (trx) => {
+      // The targets' addresses first (their codes go with them: addressLock), then the accounts.
+      await addressLimits.lockAddresses(trx, await accounts.addressesOf(trx, ids));
       const admins = await accounts.lockEnabledAdmins(trx);
       if (!admins.includes(actor.userId)) throw notAnAdmin();
       // Locked before their sessions are revoked: a sign-in or verification of one of them waits,

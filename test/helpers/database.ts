@@ -87,16 +87,28 @@ export async function lockWaits(
   t: { teardown(fn: () => unknown): void },
   url: string,
 ): Promise<(...statements: string[]) => Promise<boolean>> {
+  const waiting = await lockWaiters(t, url);
+  return (...statements) => waiting(1, statements);
+}
+
+/**
+ * Like lockWaits, but tells when at least `count` connections wait for a lock (while running a
+ * statement like one of `statements`, any statement when there are none).
+ */
+export async function lockWaiters(
+  t: { teardown(fn: () => unknown): void },
+  url: string,
+): Promise<(count: number, statements?: readonly string[]) => Promise<boolean>> {
   const watcher = new pg.Client({ connectionString: url });
   await watcher.connect();
   t.teardown(() => watcher.end());
-  return async (...statements) => {
+  return async (count, statements = ['%']) => {
     for (let i = 0; i < 400; i++) {
       const { rows } = await watcher.query(
         `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike any($1::text[])`,
         [statements],
       );
-      if ((rows[0] as { n: number }).n > 0) return true;
+      if ((rows[0] as { n: number }).n >= count) return true;
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
     return false;

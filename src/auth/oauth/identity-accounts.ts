@@ -1,5 +1,6 @@
 import type { EventClient } from '../../audit/audit-trail.ts';
 import type { Config } from '../../config.ts';
+import * as addressLimits from '../../db/repositories/address-limits.ts';
 import * as accounts from '../../db/repositories/mailbox-accounts.ts';
 import * as oauth from '../../db/repositories/oauth.ts';
 import type { UserRow } from '../../db/repositories/users.ts';
@@ -160,6 +161,8 @@ async function linkExisting(
   const linked = await deps.db
     .transaction()
     .execute(async (trx) => {
+      // The address first: an unproven password goes with the address's codes (addressLock).
+      await addressLimits.lockAddresses(trx, [existing.email]);
       const locked = await accounts.lockUserById(trx, existing.id);
       if (locked === undefined) throw notLinked;
       // Under the account's lock: a promotion to administrator, or an unlinking of this identity,

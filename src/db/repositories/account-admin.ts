@@ -22,6 +22,13 @@ export async function lockEnabledAdmins(db: Executor): Promise<string[]> {
   return rows.map((r) => r.id);
 }
 
+/** The addresses of the accounts among `ids` (not locked: an account's address never changes). */
+export async function addressesOf(db: Executor, ids: readonly string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const rows = await db.selectFrom('users').select('email').where('id', 'in', ids).execute();
+  return rows.map((r) => r.email);
+}
+
 /** The accounts among `ids` (their role and whether disabled), locked FOR UPDATE in id order. */
 export async function lockAccounts(
   db: Executor,

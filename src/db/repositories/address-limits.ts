@@ -4,13 +4,31 @@ import type { Executor } from '../schema.ts';
 const DAY_MS = 86_400_000;
 
 /**
- * The address's lock (a transaction-level advisory lock on its name), taken first by every
- * statement or transaction that writes its email limits or counts a guess at its codes: claims of
- * every kind (then their codes) and code attempts (the code, then the address's count). So two of
- * them at one address run one after the other and never each hold a row the other waits for; a
- * lock on the address's row of email_send_log could not do it, since that row is not always there.
+ * The address's lock (a transaction-level advisory lock on its name). Every transaction that
+ * writes an address's codes or its email limits takes it first, before the account's row and the
+ * codes: the claims of every send (then their codes), the guesses (the code, then the address's
+ * count), and every flow that spends or deletes the address's codes (the sign-in by code, the
+ * verification, the reset and its code exchange, the password change, the administrator's
+ * actions). So two of them at one address run one after the other and never each hold a row the
+ * other waits for; a lock on the address's row of email_send_log could not do it, since that row
+ * is not always there, and no one order of the rows fits every flow (a code written for an account
+ * takes a key-share lock on its row after the code's).
  */
 export const addressLock = (email: string) => sql`pg_advisory_xact_lock(hashtextextended(${`address:${email}`}, 0))`;
+
+/**
+ * Takes the locks of these (lower-cased) addresses (addressLock) in one order, in `db`'s
+ * transaction: the first statement of every flow that spends or deletes an address's codes.
+ */
+export async function lockAddresses(db: Executor, emails: readonly string[]): Promise<void> {
+  const sorted = [...new Set(emails)].sort();
+  if (sorted.length === 1) await sql`select ${addressLock(sorted[0] as string)}`.execute(db);
+  else if (sorted.length > 1) {
+    // unnest yields the array's order, so the locks are taken in it.
+    await sql`select pg_advisory_xact_lock(hashtextextended('address:' || e, 0))
+      from unnest(${sorted}::text[]) as e`.execute(db);
+  }
+}
 
 /** The limits on emails to one address. */
 export interface EmailLimits {
@@ -90,7 +108,7 @@ export async function claimEmailSend(
       select coalesce(sum(o.sent_in_window), 0) from email_send_devices o
       where o.email = ${email} and o.window_started_at > ${dayAgo}
     ) < ${limits.knownDevicesPerDay}`;
-    await sql`select ${addressLock(email)}`.execute(db);
+    await lockAddresses(db, [email]);
     const claimed = await sql<{ email: string }>`
       insert into email_send_devices as d (email, device_id, window_started_at, sent_in_window, last_sent_at)
       select ${email}, ${device}, ${now}::timestamptz, 1, ${now}::timestamptz

@@ -491,13 +491,22 @@ export async function forgetPendingSignUp(db: Executor, verification: OneTimeCod
 
 /**
  * Deletes the codes and tokens that have expired (but not verification rows, which hold their
- * account's pending sign-up), and the records of attempts without a code a day old.
+ * account's pending sign-up), and the records of attempts without a code a day old. A code that a
+ * flow holds is left for the next sweep: the sweep never waits, so it can never hold a code that
+ * flow waits for (flows at one address keep one order, addressLock; the sweep spans addresses).
  */
 export async function deleteExpiredCodes(db: Executor, now: Date): Promise<number> {
   const codes = await db
     .deleteFrom('one_time_codes')
-    .where(sql<boolean>`purpose <> 'verification'`)
-    .where(sql<boolean>`greatest(code_expires_at, token_expires_at) <= ${now}`)
+    .where('id', 'in', (eb) =>
+      eb
+        .selectFrom('one_time_codes')
+        .select('id')
+        .where(sql<boolean>`purpose <> 'verification'`)
+        .where(sql<boolean>`greatest(code_expires_at, token_expires_at) <= ${now}`)
+        .forUpdate()
+        .skipLocked(),
+    )
     .executeTakeFirst();
   const misses = await db
     .deleteFrom('code_attempt_misses')
