@@ -31,7 +31,8 @@
  * two processes used 98% between them for 49,000 (the split adds overhead and takes CPU the
  * instances need); --processes N spreads the subscribers over N processes on a bigger machine.
  * DATABASE_URL names the PostgreSQL server (default postgres://postgres@127.0.0.1:5432/postgres);
- * BENCH_NODE_OPTIONS is given to the instances only (`--cpu-prof --cpu-prof-dir=DIR` profiles them).
+ * BENCH_NODE_OPTIONS is given to the instances and the bare servers only (`--cpu-prof --cpu-prof-dir=DIR`
+ * profiles them).
  * Writes bench/results/realtime-<adapter>[-quick].{md,json}; exits 1 on any loss, reordering or
  * error (a missed throughput or latency target is reported, not fatal).
  */
@@ -570,7 +571,7 @@ try {
     );
     const extra: Record<string, string> = {
       METRICS_TOKEN,
-      // BENCH_NODE_OPTIONS reaches the instances only: `--cpu-prof --cpu-prof-dir=/tmp/prof` profiles them.
+      // BENCH_NODE_OPTIONS reaches the instances (and the bare servers): `--cpu-prof --cpu-prof-dir=/tmp/prof` profiles them.
       ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
       ...(recheckSeconds === undefined ? {} : { REALTIME_RECHECK_SECONDS: String(recheckSeconds) }),
     };

@@ -89,7 +89,14 @@ export async function startCeiling(started: RunningService[]): Promise<[Instance
     const port = await freePort();
     const service = spawnCapturing(process.execPath, [...NPM_START.flags, 'bench/bare-realtime-server.ts'], {
       cwd: projectRoot,
-      env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production', PORT: String(port), ...env },
+      env: {
+        PATH: process.env.PATH ?? '',
+        NODE_ENV: 'production',
+        PORT: String(port),
+        // As the instances get it: `--cpu-prof` profiles the ceiling too, for a comparison.
+        ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
+        ...env,
+      },
     });
     started.push(service);
     const base = `http://127.0.0.1:${port}`;
