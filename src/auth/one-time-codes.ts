@@ -202,12 +202,16 @@ export function createOneTimeCodes(deps: AuthDeps) {
   ): Promise<void> {
     const now = clock.now();
     const expiresAt = new Date(now.getTime() + PASSKEY_CHALLENGE_TTL_MS);
-    const stored = await store.replaceRegistrationChallenge(
-      db,
-      account,
-      { challengeHmac: challengeHmac(challenge), expiresAt, sessionId },
-      now,
-    );
+    const stored = await db
+      .transaction()
+      .execute((trx) =>
+        store.replaceRegistrationChallenge(
+          trx,
+          account,
+          { challengeHmac: challengeHmac(challenge), expiresAt, sessionId },
+          now,
+        ),
+      );
     if (!stored) throw sessionEnded();
   }
 

@@ -9,7 +9,7 @@ import { authorizeSubscribe } from './channel-access.ts';
 import { roomOf } from './fanout.ts';
 import { emitRealtimeError, type RealtimeSocket } from './handshake.ts';
 import type { LiveSubscriptions } from './live-subscriptions.ts';
-import { announceDeparture, announceJoin, membersOf } from './presence.ts';
+import { announceDeparture, announceJoin, type ChannelMembers } from './presence.ts';
 import {
   type ClientEvent,
   checkClientPayload,
@@ -35,6 +35,7 @@ export interface ConnectionContext {
   config: Readonly<Config>;
   db: Kysely<Database>;
   live: LiveSubscriptions;
+  members: ChannelMembers;
   sessionEnds: SessionEnds;
   publish(input: PublishInput): Promise<PublishOutcome>;
   events: RealtimeEvents | undefined;
@@ -89,7 +90,7 @@ export class RealtimeConnection {
   /** realtime:subscribe: the subscribe policies decide; the others of the channel see presence:join. */
   async subscribe(channel: string, ack: Ack | undefined): Promise<void> {
     const socket = this.#socket;
-    const { config, db, live, io, log } = this.#context;
+    const { config, db, live, members } = this.#context;
     const room = roomOf(channel);
     if (!socket.rooms.has(room) && live.count(socket) >= config.realtime.maxSubscriptions) {
       const message = `At most ${config.realtime.maxSubscriptions} channels may be subscribed to on one connection`;
@@ -122,7 +123,7 @@ export class RealtimeConnection {
     // A repeated subscribe was just checked again: it counts as a new joining.
     live.joined(socket, channel);
     if (joining) announceJoin(socket, channel);
-    ack?.({ ok: true, channel, presence: { members: await membersOf(io, channel, log) } });
+    ack?.({ ok: true, channel, presence: { members: await members.of(channel) } });
   }
 
   /** realtime:unsubscribe: leaves the channel (the others see presence:leave); acknowledged either way. */

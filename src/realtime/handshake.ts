@@ -65,9 +65,9 @@ export function admitSockets(io: Server, { app, config, quota, log }: HandshakeO
 
   io.use((socket, next) => {
     const token = (socket.handshake.auth as { token?: unknown } | undefined)?.token;
-    // The handshake travels to the other instances when they list a channel's members
-    // (fetchSockets), where adapters serialize it: of what the client sent, only the token is
-    // read, and it, any cookie and any other (possibly huge or deeply nested) value stay here.
+    // The handshake stays with the socket for its whole life (and an adapter's fetchSockets would
+    // carry it to the other instances): of what the client sent, only the token is read, and it,
+    // any cookie and any other (possibly huge or deeply nested) value are dropped here.
     socket.handshake.auth = {};
     delete socket.handshake.headers.authorization;
     delete socket.handshake.headers.cookie;

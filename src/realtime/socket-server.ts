@@ -15,6 +15,7 @@ import { attachFanout, channelOfRoom, type Fanout } from './fanout.ts';
 import { admitSockets, type RealtimeSocket } from './handshake.ts';
 import { LiveSubscriptions } from './live-subscriptions.ts';
 import type { PolicyCache } from './policy-cache.ts';
+import { channelMembers } from './presence.ts';
 import { PublishSlots } from './publish-budget.ts';
 import { type PublishInput, type PublishOutcome, publishMessage } from './publisher.ts';
 import type { RecheckPass } from './recheck.ts';
@@ -117,7 +118,8 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
     log,
   });
   admitSockets(io, { app, config, quota, log });
-  const context = { io, config, db, live, sessionEnds, publish, events, log };
+  const members = channelMembers(io, fanout.ordering !== 'local', log);
+  const context = { io, config, db, live, members, sessionEnds, publish, events, log };
   io.on('connection', (socket) => RealtimeConnection.open(socket as unknown as RealtimeSocket, context));
 
   return {

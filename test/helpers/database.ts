@@ -93,7 +93,8 @@ export async function lockWaits(
 
 /**
  * Like lockWaits, but tells when at least `count` connections wait for a lock (while running a
- * statement like one of `statements`, any statement when there are none).
+ * statement like one of `statements`, any statement when there are none). Only connections to
+ * `url`'s database count: other test files share the server.
  */
 export async function lockWaiters(
   t: { teardown(fn: () => unknown): void },
@@ -105,7 +106,8 @@ export async function lockWaiters(
   return async (count, statements = ['%']) => {
     for (let i = 0; i < 400; i++) {
       const { rows } = await watcher.query(
-        `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike any($1::text[])`,
+        `select count(*)::int as n from pg_stat_activity
+         where datname = current_database() and wait_event_type = 'Lock' and query ilike any($1::text[])`,
         [statements],
       );
       if ((rows[0] as { n: number }).n >= count) return true;

@@ -14,14 +14,15 @@ const DAY_MS = 86_400_000;
  * is not always there, and no one order of the rows fits every flow (a code written for an account
  * takes a key-share lock on its row after the code's).
  */
-export const addressLock = (email: string) => sql`pg_advisory_xact_lock(hashtextextended(${`address:${email}`}, 0))`;
+export const addressLock = (email: string) =>
+  sql`pg_advisory_xact_lock(hashtextextended(${`address:${email.toLowerCase()}`}, 0))`;
 
 /**
- * Takes the locks of these (lower-cased) addresses (addressLock) in one order, in `db`'s
+ * Takes the locks of these addresses (addressLock, whatever their case) in one order, in `db`'s
  * transaction: the first statement of every flow that spends or deletes an address's codes.
  */
 export async function lockAddresses(db: Executor, emails: readonly string[]): Promise<void> {
-  const sorted = [...new Set(emails)].sort();
+  const sorted = [...new Set(emails.map((e) => e.toLowerCase()))].sort();
   if (sorted.length === 1) await sql`select ${addressLock(sorted[0] as string)}`.execute(db);
   else if (sorted.length > 1) {
     // unnest yields the array's order, so the locks are taken in it.

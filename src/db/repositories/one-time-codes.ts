@@ -631,7 +631,10 @@ async function insertChallenge(
 
 /**
  * Stores a registration challenge for a live session, replacing the session's earlier one (one
- * ceremony at a time per session). False when the session is not live.
+ * ceremony at a time per session). False when the session is not live. Run it in a transaction:
+ * the account's row is held first (KEY SHARE, the lock its foreign key takes anyway), then the
+ * session (FOR SHARE), the order of every flow that locks an account and then ends its sessions;
+ * the other way round, one of them waited for the other's row until PostgreSQL failed it.
  */
 export async function replaceRegistrationChallenge(
   db: Executor,
@@ -639,6 +642,7 @@ export async function replaceRegistrationChallenge(
   challenge: StoredChallenge & { sessionId: string },
   now: Date,
 ): Promise<boolean> {
+  await db.selectFrom('users').select('id').where('id', '=', account.id).forKeyShare().execute();
   await db
     .deleteFrom('one_time_codes')
     .where('purpose', '=', 'passkey_registration')
