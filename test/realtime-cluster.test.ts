@@ -3,8 +3,11 @@
 // both, and every subscriber sees a channel's messages in the same, commit, order: with the Postgres
 // adapter because the notification is part of the publishing transaction, with Redis because the
 // channel's lock is held until Redis has taken the message (README, "Several instances").
+import { createAdapter as createPostgresAdapter } from '@socket.io/postgres-adapter';
 import type { FastifyInstance } from 'fastify';
 import { type Kysely, sql } from 'kysely';
+import pg from 'pg';
+import { Server } from 'socket.io';
 import t, { type Test } from 'tap';
 import { buildApp } from '../src/app.ts';
 import { type Env, loadConfig } from '../src/config.ts';
@@ -35,6 +38,8 @@ interface Cluster {
   a: FastifyInstance;
   b: FastifyInstance;
   db: Kysely<Database>;
+  /** The database's URL. */
+  url: string;
 }
 
 /**
@@ -63,7 +68,7 @@ async function twoInstances(t: Test, env: Env): Promise<Cluster> {
   await b.listen({ port: 0, host: '127.0.0.1' });
   const db = first.database.handle.db;
   await db.insertInto('realtime.channels').values({ pattern: 'room:%' }).execute();
-  return { a, b, db };
+  return { a, b, db, url: first.database.url };
 }
 
 /** A connected socket of a made-up user on one instance (both verify A's tokens: one signing key in the database). */
@@ -308,6 +313,39 @@ if (!usingPostgres) {
 } else {
   t.test('two instances with the Postgres adapter', async (t) => {
     acrossInstances(t, { REALTIME_ADAPTER: 'postgres' });
+  });
+
+  // During a rolling upgrade, a member of the cluster may not answer the presence request yet (a
+  // listener that never replies stands in for one): the instance asking waits for the adapter's
+  // timeout, then lists the members of the instances that did answer.
+  t.test('presence keeps the answers that came when one member of the cluster never answers', async (t) => {
+    const { a, b, url } = await twoInstances(t, { REALTIME_ADAPTER: 'postgres' });
+    const clients = [new RealtimeClients(t, urlOf(a)), new RealtimeClients(t, urlOf(b))];
+    const atB = await signedInAt(clients, 1, b);
+    t.equal((await subscribe(atB.socket, 'room:silent')).ok, true);
+    const pool = new pg.Pool({ connectionString: url, max: 2 });
+    const silent = new Server();
+    silent.adapter(createPostgresAdapter(pool, { tableName: 'realtime.socket_io_attachments' }));
+    // It never listens (no HTTP server): its adapter is all there is to close.
+    t.teardown(async () => {
+      await silent.of('/').adapter.close();
+      await pool.end();
+    });
+    let asked = 0;
+    silent.of('/').on('presence:members', () => {
+      asked++;
+    });
+    // Heartbeats answer each other: once it has heard both instances, both have heard it.
+    const known = silent.of('/').adapter as unknown as { nodesMap: Map<string, unknown> };
+    await waitUntil(() => known.nodesMap.size >= 2, 10_000, 'the silent member hearing both instances');
+    const atA = await signedInAt(clients, 0, a);
+    const ack = await subscribe(atA.socket, 'room:silent', 10_000);
+    t.equal(asked, 1, "A's request reached the silent member, which never answered");
+    t.same(
+      ack.presence?.members.map((m) => m.userId).sort(),
+      [atA.userId, atB.userId].sort(),
+      "B's member is listed with A's",
+    );
   });
 
   const withRedis = async (t: Test) => {

@@ -118,7 +118,7 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
     log,
   });
   admitSockets(io, { app, config, quota, log });
-  const members = channelMembers(io, fanout.ordering !== 'local', log);
+  const members = channelMembers(io, fanout, log);
   const context = { io, config, db, live, members, sessionEnds, publish, events, log };
   io.on('connection', (socket) => RealtimeConnection.open(socket as unknown as RealtimeSocket, context));
 
