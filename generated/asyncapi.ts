@@ -51,7 +51,7 @@ export interface components {
             ok: true;
             channel: components["schemas"]["ChannelName"];
             presence: {
-                /** @description Every subscriber of the channel on every instance, the caller included. */
+                /** @description Every subscriber of the channel on every instance that answered in time, the caller included. */
                 members: components["schemas"]["PresenceMember"][];
             };
         } | {
