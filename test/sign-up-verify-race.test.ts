@@ -1,6 +1,8 @@
-// A second sign-up for an address whose owner is verifying it at that moment. The sign-up reads the
-// account as unverified, then waits on the verification row that the owner's verification holds; an
-// outside lock on the account row pins that order. Both requests run the service's own code.
+// A second sign-up for an address whose owner is verifying it at that moment. The verification takes
+// the address's lock first (addressLock), so the sign-up, whose claim takes it too, waits for the
+// verification to commit and then finds the account verified; it once read the account as
+// unverified and waited on the verification row instead. An outside lock on the account row holds
+// the verification in the middle. Both requests run the service's own code.
 import { sql } from 'kysely';
 import pg from 'pg';
 import t from 'tap';
@@ -33,9 +35,9 @@ t.test(
     const verifying = s.verifyElsewhere({ otp: first.token, signUpBinding: binding });
     const onAccount = await waitingOn('update "users"%', 'select % from "users" %for update');
     t.ok(onAccount, 'the verification has consumed the code and waits');
-    // The second sign-up sees the account unverified, then waits on the verification row.
+    // The second sign-up waits for the address, which the verification holds.
     const competing = post('/api/auth/users?client_type=mobile', { email, password: OTHER }, '10.9.9.9');
-    t.ok(await waitingOn('insert into "one_time_codes"%'), 'the second sign-up waits on the verification row');
+    t.ok(await waitingOn('%pg_advisory_xact_lock%'), 'the second sign-up waits for the address');
     await locker.query('rollback');
     t.equal((await verifying).statusCode, 200, 'the owner is verified');
     t.equal((await competing).statusCode, 202, 'the second sign-up gets the usual answer');
