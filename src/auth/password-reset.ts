@@ -104,9 +104,9 @@ export function createPasswordReset(deps: AuthDeps, issuer: SessionIssuer, mail:
    * the token is taken (deleted) first, after the address's lock, so of two resets with one token
    * exactly one goes on; the address is marked verified; every other reset, sign-in and
    * verification code of the account is deleted (a competing sign-up's pending password with
-   * them); every session ends, on every instance. A password left unproven by a verification goes with every provider identity linked
-   * since, and the owner is told (unproven-password.ts). A token of a disabled account is spent and
-   * refused like an unknown one.
+   * them); every session ends, on every instance. A password left unproven by a verification goes
+   * with every provider identity linked since, and the owner is told (unproven-password.ts). A
+   * token of a disabled account is spent and refused like an unknown one.
    */
   async function resetPassword(
     tokenInput: string,
