@@ -42,17 +42,27 @@ export interface ConnectionContext {
   log: FastifyBaseLogger;
 }
 
+/** A checked request waiting its turn; `publishOn` names the channel of a publish. */
+interface Work {
+  publishOn?: string;
+  run(): Promise<void>;
+}
+
 /**
- * One connected socket: its requests, carried out one at a time in the order they came (a publish
- * sent right after a subscribe finds the subscription, and one sender's messages keep their order),
- * one method per event. Malformed requests, unknown events and refused publishes are answered at
- * once, before they wait in the queue.
+ * One connected socket: its requests, carried out in the order they came (a publish sent right after
+ * a subscribe finds the subscription, and one sender's messages keep their order), one method per
+ * event. Each waits until the one before it is answered, except a publish following publishes on the
+ * same channel: it is handed on behind them at once (the publisher keeps their order), so that a
+ * sender's messages can be stored together. Malformed requests, unknown events and refused publishes
+ * are answered at once, before they wait in the queue.
  */
 export class RealtimeConnection {
   readonly #socket: RealtimeSocket;
   readonly #context: ConnectionContext;
   readonly #budget: PublishBudget;
   #queue: Promise<void> = Promise.resolve();
+  /** The publishes handed on and not yet answered (all on one channel), if any. */
+  #publishing: { channel: string; answered: Promise<void> } | undefined;
   #waiting = 0;
 
   /** Takes charge of a socket that has just connected (unless its session has been revoked meanwhile). */
@@ -179,15 +189,28 @@ export class RealtimeConnection {
       const work = this.#accept(event, args[0], ack);
       if (work === undefined) return;
       this.#waiting += 1;
-      this.#queue = this.#queue
-        .then(work)
-        .catch((err: unknown) => {
-          this.#context.log.error({ err, event }, 'realtime: request failed');
-          this.#refuse(ack, 'INTERNAL_ERROR', 'Internal server error', channelOf(args[0]));
-        })
-        .finally(() => {
-          this.#waiting -= 1;
+      const carryOut = () =>
+        work
+          .run()
+          .catch((err: unknown) => {
+            this.#context.log.error({ err, event }, 'realtime: request failed');
+            this.#refuse(ack, 'INTERNAL_ERROR', 'Internal server error', channelOf(args[0]));
+          })
+          .finally(() => {
+            this.#waiting -= 1;
+          });
+      this.#queue = this.#queue.then(async () => {
+        const ahead = this.#publishing;
+        if (ahead !== undefined && ahead.channel !== work.publishOn) await ahead.answered;
+        if (work.publishOn === undefined) return carryOut();
+        // Handed on now (the publisher queues it synchronously), answered later: the next request may start.
+        const answered = ahead?.channel === work.publishOn ? Promise.all([ahead.answered, carryOut()]) : carryOut();
+        const entry = { channel: work.publishOn, answered: answered.then(() => {}) };
+        this.#publishing = entry;
+        void entry.answered.then(() => {
+          if (this.#publishing === entry) this.#publishing = undefined;
         });
+      });
     } catch (err) {
       this.#context.log.error({ err }, 'realtime: event dispatch failed');
       // Never silence: the client hears that this request failed.
@@ -201,18 +224,18 @@ export class RealtimeConnection {
    * Checks a request when it arrives (shape, and for a publish its size and the rate) and returns
    * the work it asks for, or refuses it at once. Only checked requests wait in the queue.
    */
-  #accept(event: ClientEvent, payload: unknown, ack: Ack | undefined): (() => Promise<void>) | undefined {
+  #accept(event: ClientEvent, payload: unknown, ack: Ack | undefined): Work | undefined {
     const { config } = this.#context;
     switch (event) {
       case 'realtime:subscribe': {
         const checked = checkClientPayload(event, payload);
         if (!checked.ok) return void this.#refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
-        return () => this.subscribe(checked.value.channel, ack);
+        return { run: () => this.subscribe(checked.value.channel, ack) };
       }
       case 'realtime:unsubscribe': {
         const checked = checkClientPayload(event, payload);
         if (!checked.ok) return void this.#refuse(ack, 'INVALID_PAYLOAD', checked.message, channelOf(payload), true);
-        return () => this.unsubscribe(checked.value.channel, ack);
+        return { run: () => this.unsubscribe(checked.value.channel, ack) };
       }
       case 'realtime:publish': {
         const checked = checkClientPayload(event, payload);
@@ -229,7 +252,7 @@ export class RealtimeConnection {
           const message = `At most ${config.realtime.publishRate} publishes per second per connection`;
           return void this.#refuse(ack, 'RATE_LIMITED', message, request.channel, true);
         }
-        return () => this.publish(request, ack);
+        return { publishOn: request.channel, run: () => this.publish(request, ack) };
       }
     }
   }

@@ -17,7 +17,7 @@ import { LiveSubscriptions } from './live-subscriptions.ts';
 import type { PolicyCache } from './policy-cache.ts';
 import { channelMembers } from './presence.ts';
 import { PublishSlots } from './publish-budget.ts';
-import { type PublishInput, type PublishOutcome, publishMessage } from './publisher.ts';
+import { createPublisher, type PublishInput, type PublishOutcome } from './publisher.ts';
 import type { RecheckPass } from './recheck.ts';
 import { watchSessionEnds } from './session-ends.ts';
 import { closeSockets } from './shutdown.ts';
@@ -100,8 +100,8 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
     config.database.kind === 'postgres' ? PUBLISH_SLOTS.postgres : PUBLISH_SLOTS.pglite,
     PUBLISH_SLOT_WAIT_MS,
   );
-  const publish = (input: PublishInput) =>
-    publishMessage(db, fanout, slots, input, now(), config.realtime.maxPayloadBytes);
+  const publishAt = createPublisher({ db, fanout, slots, maxPayloadBytes: config.realtime.maxPayloadBytes });
+  const publish = (input: PublishInput) => publishAt(input, now());
   const sessionEnds = watchSessionEnds(revocations, signingKeys);
   const live = new LiveSubscriptions({
     db,

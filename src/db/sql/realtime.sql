@@ -71,10 +71,11 @@ $$;
 revoke execute on function realtime.subscribable(uuid[], text[]) from public;
 grant execute on function realtime.subscribable(uuid[], text[]) to current_user;
 
--- One publish in one statement (its own transaction when sent alone): take the channel's lock when
--- asked, queue the notification that carries the message to every instance (delivered only if the
--- transaction commits), then act as the caller and insert the message, which the publish policies
--- check. It must stay SECURITY INVOKER.
+-- One publish in one statement, as the previous version sends it: kept so that its instances keep
+-- publishing during a rolling upgrade (this version sends realtime.publish_as_callers below). Take the
+-- channel's lock when asked, queue the notification that carries the message to every instance
+-- (delivered only if the transaction commits), then act as the caller and insert the message, which
+-- the publish policies check. It must stay SECURITY INVOKER.
 create or replace function realtime.publish_as_caller(
   p_user_id uuid, p_channel text, p_id uuid, p_event text, p_payload jsonb, p_sender_id uuid,
   p_created_at timestamptz, p_lock boolean, p_notify_channel text, p_notify text
@@ -92,3 +93,56 @@ begin
     values (p_id, p_channel, p_event, p_payload, p_sender_id, p_created_at);
 end
 $$;
+
+-- The messages waiting on one channel, in one statement (its own transaction when sent alone): take
+-- the channel's lock once when asked, then for each message in turn act as its caller and insert it,
+-- which the publish policies check, and queue its notification (delivered only if the transaction
+-- commits, in the order queued). A message the policies refuse is left out, and only it: its insert
+-- and notification are undone together (a subtransaction), and false is returned in its place. Any
+-- other error ends the statement. `seq` follows the order given, which is the order of delivery.
+-- The arrays are parallel, one element per message (the payloads one JSON array); the caller keeps them at most 32 long (each
+-- accepted message holds a subtransaction id until the commit, and PostgreSQL tracks 64 per
+-- transaction cheaply). It returns to the role it was called with, and must stay SECURITY INVOKER.
+create or replace function realtime.publish_as_callers(
+  p_channel text, p_user_ids uuid[], p_ids uuid[], p_events text[], p_payloads jsonb,
+  p_sender_ids uuid[], p_created_at timestamptz[], p_lock boolean, p_notify_channel text, p_notifies text[]
+) returns boolean[] language plpgsql security invoker as $$
+declare
+  own_role text := current_setting('role');
+  total integer := coalesce(array_length(p_ids, 1), 0);
+  accepted boolean[] := '{}';
+begin
+  if coalesce(array_length(p_user_ids, 1), 0) <> total or coalesce(array_length(p_events, 1), 0) <> total
+    or jsonb_array_length(p_payloads) <> total or coalesce(array_length(p_sender_ids, 1), 0) <> total
+    or coalesce(array_length(p_created_at, 1), 0) <> total
+    or (p_notifies is not null and coalesce(array_length(p_notifies, 1), 0) <> total) then
+    raise exception 'realtime.publish_as_callers: one element per message in every array is needed';
+  end if;
+  perform set_config('lock_timeout', '5s', true);
+  if p_lock then
+    perform pg_advisory_xact_lock(hashtextextended('realtime:' || p_channel, 0));
+  end if;
+  for i in 1 .. total loop
+    begin
+      perform realtime.act_as_caller(p_user_ids[i], p_channel);
+      insert into realtime.messages (id, channel_name, event, payload, sender_id, created_at)
+        values (p_ids[i], p_channel, p_events[i], p_payloads -> (i - 1), p_sender_ids[i], p_created_at[i]);
+      perform set_config('role', own_role, true);
+      if p_notifies[i] is not null then
+        perform pg_notify(p_notify_channel, p_notifies[i]);
+      end if;
+      accepted := accepted || true;
+    exception when insufficient_privilege then
+      -- Only row-level security's refusal is an answer; a missing grant or role is a misconfiguration.
+      if sqlerrm not like '%row-level security%' then
+        raise;
+      end if;
+      accepted := accepted || false;
+    end;
+  end loop;
+  perform set_config('role', own_role, true);
+  return accepted;
+end
+$$;
+revoke execute on function realtime.publish_as_callers(text, uuid[], uuid[], text[], jsonb, uuid[], timestamptz[], boolean, text, text[]) from public;
+grant execute on function realtime.publish_as_callers(text, uuid[], uuid[], text[], jsonb, uuid[], timestamptz[], boolean, text, text[]) to current_user;

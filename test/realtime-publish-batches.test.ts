@@ -1,0 +1,251 @@
+// Publishes of one channel stored together (src/realtime/publisher.ts, channel-batches.ts): what
+// arrives while a channel's batch is being stored goes in the next one, in arrival order, each
+// message still checked as its own caller and refused alone; with Redis a batch commits only when
+// Redis took all of it; with notifications, one that did not come back is taken out again alone; an
+// error of one message's making fails that message only. And a connection hands on consecutive
+// publishes on one channel at once, while anything after them waits until they are answered.
+import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import t from 'tap';
+import type { Database } from '../src/db/schema.ts';
+import { ChannelBatches } from '../src/realtime/channel-batches.ts';
+import type { Delivery, Fanout } from '../src/realtime/fanout.ts';
+import { PublishSlots } from '../src/realtime/publish-budget.ts';
+import { createPublisher, MAX_PUBLISH_BATCH, type PublishInput } from '../src/realtime/publisher.ts';
+import { buildTestApp } from './helpers/app.ts';
+import { decodeClaims } from './helpers/auth.ts';
+import { createTestDatabase, heldTransaction, lockWaits, usingPostgres } from './helpers/database.ts';
+import { type Ack, commitOrder, publish, RealtimeClients, subscribed, urlOf } from './helpers/realtime-client.ts';
+import { accessTokenFor } from './helpers/tokens.ts';
+
+const idOf = (d: Delivery) => String((d.body.meta as { messageId: string }).messageId);
+
+t.test('ChannelBatches: alone when idle, then what waited, in order, at most max, per channel', async (t) => {
+  const runs: Array<[string, number[]]> = [];
+  const gates: Array<() => void> = [];
+  const batches = new ChannelBatches<number>(async (channel, batch) => {
+    runs.push([channel, [...batch]]);
+    await new Promise<void>((resolve) => gates.push(resolve));
+  }, 3);
+  batches.add('a', 1);
+  for (const n of [2, 3, 4, 5]) batches.add('a', n);
+  batches.add('b', 10);
+  t.same(runs, [
+    ['a', [1]],
+    ['b', [10]],
+  ]);
+  gates.shift()?.();
+  await new Promise((resolve) => setImmediate(resolve));
+  t.same(runs.at(-1), ['a', [2, 3, 4]], 'the next batch: what waited, in order, at most 3');
+  batches.add('a', 6);
+  gates.shift()?.(); // b's
+  gates.shift()?.(); // a's [2, 3, 4]
+  await new Promise((resolve) => setImmediate(resolve));
+  t.same(runs.at(-1), ['a', [5, 6]]);
+  gates.shift()?.();
+  await new Promise((resolve) => setImmediate(resolve));
+  batches.add('a', 7);
+  t.same(runs.at(-1), ['a', [7]], 'an idle channel starts at once');
+  gates.shift()?.();
+});
+
+t.test('the publisher on the database', async (t) => {
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const { db } = database.handle;
+  await db.insertInto('realtime.channels').values({ pattern: 'room:%' }).execute();
+  const user = randomUUID();
+
+  /** A fan-out of the given kind that records what it is asked. */
+  const fanoutOf = (ordering: Fanout['ordering'], refuse: (d: Delivery) => boolean = () => false) => {
+    const seen = { asked: 0, delivered: [] as string[] };
+    const fanout: Fanout = {
+      ordering,
+      notification: () => undefined,
+      unavailable: () => {
+        seen.asked += 1;
+        return undefined;
+      },
+      deliver: async (d) => {
+        if (refuse(d)) return false;
+        seen.delivered.push(idOf(d));
+        return true;
+      },
+      close: async () => {},
+    };
+    return { fanout, seen };
+  };
+  const publisherOf = (fanout: Fanout) =>
+    createPublisher({ db, fanout, slots: new PublishSlots(1, 2_000), maxPayloadBytes: 4096 });
+  const message = (channel: string, n: number | string, extra: Partial<PublishInput> = {}): PublishInput => ({
+    userId: user,
+    channel,
+    event: 'seq',
+    payload: { n, quoted: 'a "quoted" \\ string, {braces}' },
+    ...extra,
+  });
+  const stored = async (channel: string) =>
+    (
+      await db
+        .selectFrom('realtime.messages')
+        .select(['id', 'payload'])
+        .where('channel_name', '=', channel)
+        .orderBy('seq')
+        .execute()
+    ).map((r) => r.payload as { n: number; quoted?: string });
+
+  t.test('what waits goes together, in order; a refused message is refused alone', async (t) => {
+    const { fanout, seen } = fanoutOf('local');
+    const publishAt = publisherOf(fanout);
+    const now = new Date();
+    // The first goes alone; the next five wait for it and go in one batch. The third claims to be
+    // someone else: the publish policy refuses it, and only it.
+    const outcomes = await Promise.all([
+      publishAt(message('room:a', 1), now),
+      publishAt(message('room:a', 2), now),
+      publishAt(message('room:a', 3, { senderId: randomUUID() }), now),
+      publishAt(message('room:a', 4), now),
+      publishAt(message('room:a', 5), now),
+      publishAt(message('room:a', 6), now),
+    ]);
+    t.same(
+      outcomes.map((o) => (o.ok ? 'ok' : o.code)),
+      ['ok', 'ok', 'UNAUTHORIZED', 'ok', 'ok', 'ok'],
+    );
+    t.equal(seen.asked, 4, 'two batches (each asks the fan-out twice), not six');
+    const payloads = await stored('room:a');
+    t.same(
+      payloads.map((p) => p.n),
+      [1, 2, 4, 5, 6],
+      'stored in the order they came',
+    );
+    t.equal(payloads[0]?.quoted, 'a "quoted" \\ string, {braces}', 'payloads arrive intact');
+    t.same(
+      seen.delivered,
+      outcomes.flatMap((o) => (o.ok ? [o.meta.messageId] : [])),
+      'delivered in that order',
+    );
+    t.same(seen.delivered, await commitOrder(db, 'room:a'), 'which is the commit order');
+  });
+
+  t.test(`at most ${MAX_PUBLISH_BATCH} in a batch`, async (t) => {
+    const { fanout, seen } = fanoutOf('local');
+    const publishAt = publisherOf(fanout);
+    const now = new Date();
+    const total = 1 + MAX_PUBLISH_BATCH + 3;
+    const outcomes = await Promise.all(Array.from({ length: total }, (_, n) => publishAt(message('room:max', n), now)));
+    t.ok(outcomes.every((o) => o.ok));
+    t.equal(seen.asked, 2 * 3, 'three batches: 1, the most, the rest');
+    t.same(
+      (await stored('room:max')).map((p) => p.n),
+      Array.from({ length: total }, (_, n) => n),
+    );
+  });
+
+  t.test('an error of one message’s making fails it alone', async (t) => {
+    // A policy that cannot read a non-numeric n: the batch fails, and each is tried alone.
+    await sql`create policy numeric_n on realtime.messages as restrictive for insert to authenticated
+      with check ((payload->>'n')::int >= 0)`.execute(db);
+    t.teardown(() => sql`drop policy numeric_n on realtime.messages`.execute(db));
+    const { fanout } = fanoutOf('local');
+    const publishAt = publisherOf(fanout);
+    const now = new Date();
+    const results = await Promise.allSettled([
+      publishAt(message('room:error', 1), now),
+      publishAt(message('room:error', 2), now),
+      publishAt(message('room:error', 'x'), now),
+      publishAt(message('room:error', 3), now),
+    ]);
+    t.same(
+      results.map((r) => (r.status === 'fulfilled' ? r.value.ok : (r.reason as { code?: string }).code)),
+      [true, true, '22P02', true],
+    );
+    t.same(
+      (await stored('room:error')).map((p) => p.n),
+      [1, 2, 3],
+    );
+  });
+
+  t.test('Redis did not take one: the whole batch is rolled back and refused', async (t) => {
+    const { fanout } = fanoutOf('publish-under-lock', (d) => (d.body as { n?: unknown }).n === 3);
+    const publishAt = publisherOf(fanout);
+    const now = new Date();
+    const outcomes = await Promise.all([
+      publishAt(message('room:redis', 1), now),
+      publishAt(message('room:redis', 2), now),
+      publishAt(message('room:redis', 3), now),
+      publishAt(message('room:redis', 4, { senderId: randomUUID() }), now),
+    ]);
+    t.same(
+      outcomes.map((o) => (o.ok ? 'ok' : o.code)),
+      ['ok', 'SERVICE_UNAVAILABLE', 'SERVICE_UNAVAILABLE', 'UNAUTHORIZED'],
+    );
+    t.same(
+      (await stored('room:redis')).map((p) => p.n),
+      [1],
+      'nothing of the second batch is stored',
+    );
+  });
+
+  t.test('a notification that did not come back: that message alone is taken out and refused', async (t) => {
+    const { fanout } = fanoutOf('notify', (d) => (d.body as { n?: unknown }).n === 3);
+    const publishAt = publisherOf(fanout);
+    const now = new Date();
+    const outcomes = await Promise.all([1, 2, 3, 4].map((n) => publishAt(message('room:notify', n), now)));
+    t.same(
+      outcomes.map((o) => (o.ok ? 'ok' : o.code)),
+      ['ok', 'ok', 'SERVICE_UNAVAILABLE', 'ok'],
+    );
+    t.same(
+      (await stored('room:notify')).map((p) => p.n),
+      [1, 2, 4],
+    );
+  });
+});
+
+t.test(
+  'a connection: publishes on one channel are handed on together; a publish elsewhere waits for them',
+  { skip: !usingPostgres && 'PostgreSQL only (a channel lock held by another connection)' },
+  async (t) => {
+    const { app, database } = await buildTestApp(t, { env: { REALTIME_PUBLISH_RATE: '1000000' } });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { db } = database.handle;
+    await db.insertInto('realtime.channels').values({ pattern: 'room:%' }).execute();
+    const clients = new RealtimeClients(t, urlOf(app));
+    const token = accessTokenFor(app);
+    const socket = await clients.connect(token);
+    await subscribed(socket, 'room:a');
+    await subscribed(socket, 'room:b');
+    const waits = await lockWaits(t, database.url);
+    // Another transaction holds room:a's lock: its publishes wait for it.
+    const held = heldTransaction(db as Kysely<Database>, (trx) =>
+      sql`select pg_advisory_xact_lock(hashtextextended('realtime:room:a', 0))`.execute(trx),
+    );
+    await held.held;
+    const answers: string[] = [];
+    const send = (channel: string, n: number) =>
+      publish(socket, { channel, event: 'seq', payload: { n } }, 20_000).then((ack: Ack) => {
+        answers.push(`${channel}#${n}:${ack.ok}`);
+        return ack;
+      });
+    const acks = [send('room:a', 1), send('room:a', 2), send('room:a', 3), send('room:b', 4)];
+    t.ok(await waits('%publish_as_callers%'), 'the first publish waits for the lock');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    t.same(await commitOrder(db as Kysely<Database>, 'room:b'), [], 'the publish on room:b waits its turn');
+    await held.commit();
+    await Promise.all(acks);
+    t.same(answers, ['room:a#1:true', 'room:a#2:true', 'room:a#3:true', 'room:b#4:true'], 'answered in order');
+    const rows = await db
+      .selectFrom('realtime.messages')
+      .select(['channel_name', 'payload', 'seq'])
+      .where('sender_id', '=', String(decodeClaims(token).sub))
+      .orderBy('seq')
+      .execute();
+    t.same(
+      rows.map((r) => `${r.channel_name}#${(r.payload as { n: number }).n}`),
+      ['room:a#1', 'room:a#2', 'room:a#3', 'room:b#4'],
+      'stored in the order sent',
+    );
+  },
+);
