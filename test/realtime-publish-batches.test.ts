@@ -2,7 +2,7 @@
 // arrives while a channel's batch is being stored goes in the next one, in arrival order, each
 // message still checked as its own caller and refused alone; with Redis a batch commits only when
 // Redis took all of it; with notifications, one that did not come back is taken out again alone; an
-// error of one message's making fails that message only. And a connection hands on consecutive
+// error of one message's making fails that message only; what waited too long is refused. And a connection hands on consecutive
 // publishes on one channel at once, while anything after them waits until they are answered.
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
@@ -76,8 +76,8 @@ t.test('the publisher on the database', async (t) => {
     };
     return { fanout, seen };
   };
-  const publisherOf = (fanout: Fanout) =>
-    createPublisher({ db, fanout, slots: new PublishSlots(1, 2_000), maxPayloadBytes: 4096 });
+  const publisherOf = (fanout: Fanout, slots = new PublishSlots(1, 2_000), maxWaitMs = 2_000) =>
+    createPublisher({ db, fanout, slots, maxWaitMs, maxPayloadBytes: 4096 });
   const message = (channel: string, n: number | string, extra: Partial<PublishInput> = {}): PublishInput => ({
     userId: user,
     channel,
@@ -164,6 +164,29 @@ t.test('the publisher on the database', async (t) => {
     t.same(
       (await stored('room:error')).map((p) => p.n),
       [1, 2, 3],
+    );
+  });
+
+  t.test('what waited too long behind its channel is refused, not stored late', async (t) => {
+    const { fanout } = fanoutOf('local');
+    const slots = new PublishSlots(1, 2_000);
+    const publishAt = publisherOf(fanout, slots, 100);
+    // The only place is taken for 300 ms: the first batch waits for it, the others behind it.
+    let free!: () => void;
+    const taken = slots.run(() => new Promise<void>((resolve) => (free = resolve)));
+    const now = new Date();
+    const outcomes = Promise.all([1, 2, 3].map((n) => publishAt(message('room:wait', n), now)));
+    setTimeout(() => free(), 300);
+    await taken;
+    const tooMany =
+      'Messages cannot be delivered right now (too many publishes are waiting on this instance); try again shortly';
+    t.same(
+      (await outcomes).map((o) => (o.ok ? 'ok' : `${o.code}: ${o.message}`)),
+      ['ok', `SERVICE_UNAVAILABLE: ${tooMany}`, `SERVICE_UNAVAILABLE: ${tooMany}`],
+    );
+    t.same(
+      (await stored('room:wait')).map((p) => p.n),
+      [1],
     );
   });
 

@@ -34,6 +34,8 @@ interface Pending {
   payloadJson: string;
   meta: MessageMeta;
   delivery: Delivery;
+  /** When it began to wait for its channel (performance.now()). */
+  since: number;
   settle: (outcome: PublishOutcome) => void;
   fail: (err: unknown) => void;
 }
@@ -54,6 +56,8 @@ const notDeliverable = (why: string): PublishOutcome => ({
   message: `Messages cannot be delivered right now (${why}); try again shortly`,
 });
 
+const tooManyWaiting = notDeliverable('too many publishes are waiting on this instance');
+
 const refusedByPolicy: PublishOutcome = {
   ok: false,
   code: 'UNAUTHORIZED',
@@ -65,6 +69,11 @@ export interface PublisherOptions {
   fanout: Fanout;
   /** At most this many batches (of any channels) hold a database connection at once. */
   slots: PublishSlots;
+  /**
+   * How long a message may wait behind its channel's earlier batches; one that waited longer when
+   * its batch starts is refused (SERVICE_UNAVAILABLE), as a batch is that finds no place in `slots`.
+   */
+  maxWaitMs: number;
   maxPayloadBytes: number;
 }
 
@@ -87,7 +96,13 @@ export function createPublisher(
   options: PublisherOptions,
 ): (input: PublishInput, now: Date) => Promise<PublishOutcome> {
   const { maxPayloadBytes } = options;
-  const batches = new ChannelBatches<Pending>((_, batch) => settleBatch(options, batch), MAX_PUBLISH_BATCH);
+  const batches = new ChannelBatches<Pending>((_, batch) => {
+    // What waited too long behind a busy channel is refused rather than stored late.
+    const waitedFrom = performance.now() - options.maxWaitMs;
+    for (const pending of batch) if (pending.since < waitedFrom) pending.settle(tooManyWaiting);
+    const fresh = batch.filter((pending) => pending.since >= waitedFrom);
+    return fresh.length === 0 ? Promise.resolve() : settleBatch(options, fresh);
+  }, MAX_PUBLISH_BATCH);
   return (input, now) => {
     const payloadJson = JSON.stringify(input.payload);
     if (Buffer.byteLength(payloadJson) > maxPayloadBytes) {
@@ -103,7 +118,7 @@ export function createPublisher(
     };
     const delivery: Delivery = { channel: input.channel, event: input.event, body: { ...input.payload, meta } };
     return new Promise((settle, fail) => {
-      batches.add(input.channel, { input, payloadJson, meta, delivery, settle, fail });
+      batches.add(input.channel, { input, payloadJson, meta, delivery, since: performance.now(), settle, fail });
     });
   };
 }
@@ -164,7 +179,7 @@ async function publishBatch(options: PublisherOptions, batch: Pending[]): Promis
       // Alone, the statement is its own transaction: the lock is held until its commit.
       return acceptedOf((await publishStatement().execute(db)).rows);
     });
-    if (ran === undefined) return all(notDeliverable('too many publishes are waiting on this instance'));
+    if (ran === undefined) return all(tooManyWaiting);
     if (typeof ran.value === 'string') return all(notDeliverable(ran.value));
     accepted = ran.value;
   } catch (err) {

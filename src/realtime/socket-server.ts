@@ -70,7 +70,10 @@ const SOCKET_PATH = '/socket.io/';
  * for; one on PGlite, whose one session requests then wait behind at most one publish.
  */
 const PUBLISH_SLOTS = { postgres: 5, pglite: 1 } as const;
-/** How long a publish waits for one of those places (as a request waits for a pooled connection) before it is refused (SERVICE_UNAVAILABLE). */
+/**
+ * How long a publish waits for one of those places (as a request waits for a pooled connection), and
+ * behind its channel's earlier batches, before it is refused (SERVICE_UNAVAILABLE).
+ */
 const PUBLISH_SLOT_WAIT_MS = 2_000;
 
 /**
@@ -100,7 +103,13 @@ export function startRealtimeServer(app: FastifyInstance, options: RealtimeServe
     config.database.kind === 'postgres' ? PUBLISH_SLOTS.postgres : PUBLISH_SLOTS.pglite,
     PUBLISH_SLOT_WAIT_MS,
   );
-  const publishAt = createPublisher({ db, fanout, slots, maxPayloadBytes: config.realtime.maxPayloadBytes });
+  const publishAt = createPublisher({
+    db,
+    fanout,
+    slots,
+    maxWaitMs: PUBLISH_SLOT_WAIT_MS,
+    maxPayloadBytes: config.realtime.maxPayloadBytes,
+  });
   const publish = (input: PublishInput) => publishAt(input, now());
   const sessionEnds = watchSessionEnds(revocations, signingKeys);
   const live = new LiveSubscriptions({
