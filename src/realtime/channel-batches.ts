@@ -28,7 +28,8 @@ export class ChannelBatches<T> {
   async #drain(channel: string, first: T[]): Promise<void> {
     let batch = first;
     for (;;) {
-      await this.#run(channel, batch);
+      // `run` settles its items; were it to reject anyway, the channel must not stay stuck.
+      await this.#run(channel, batch).catch(() => {});
       const waiting = this.#waiting.get(channel) as T[];
       if (waiting.length === 0) {
         this.#waiting.delete(channel);
