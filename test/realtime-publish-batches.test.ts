@@ -1,9 +1,11 @@
 // Publishes of one channel stored together (src/realtime/publisher.ts, channel-batches.ts): what
 // arrives while a channel's batch is being stored goes in the next one, in arrival order, each
-// message still checked as its own caller and refused alone; with Redis a batch commits only when
-// Redis took all of it; with notifications, one that did not come back is taken out again alone; an
-// error of one message's making fails that message only; what waited too long is refused. And a connection hands on consecutive
-// publishes on one channel at once, while anything after them waits until they are answered.
+// message still checked as its own caller and refused alone, or failed alone for a value the
+// database refuses (an error of any other kind: the batch is tried again one by one); what waited
+// too long, or was sent by a socket no longer subscribed, is not stored; with Redis, what Redis did
+// not take is taken out again, the rest stays; with notifications, one that did not come back is
+// taken out again alone. And a connection hands on consecutive publishes on one channel at once,
+// while anything after them, a refused publish included, waits until they are answered.
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
@@ -16,7 +18,15 @@ import { createPublisher, MAX_PUBLISH_BATCH, type PublishInput } from '../src/re
 import { buildTestApp } from './helpers/app.ts';
 import { decodeClaims } from './helpers/auth.ts';
 import { createTestDatabase, heldTransaction, lockWaits, usingPostgres } from './helpers/database.ts';
-import { type Ack, commitOrder, publish, RealtimeClients, subscribed, urlOf } from './helpers/realtime-client.ts';
+import {
+  type Ack,
+  commitOrder,
+  nextEvent,
+  publish,
+  RealtimeClients,
+  subscribed,
+  urlOf,
+} from './helpers/realtime-client.ts';
 import { accessTokenFor } from './helpers/tokens.ts';
 
 const idOf = (d: Delivery) => String((d.body.meta as { messageId: string }).messageId);
@@ -143,27 +153,88 @@ t.test('the publisher on the database', async (t) => {
     );
   });
 
-  t.test('an error of one message’s making fails it alone', async (t) => {
-    // A policy that cannot read a non-numeric n: the batch fails, and each is tried alone.
+  t.test('a value the database refuses fails its message alone, within the batch', async (t) => {
+    // A policy that cannot read a non-numeric n, and a sender id that is no uuid: each fails its
+    // own message (SQLSTATE 22P02) inside the one statement; nothing is tried again alone.
     await sql`create policy numeric_n on realtime.messages as restrictive for insert to authenticated
       with check ((payload->>'n')::int >= 0)`.execute(db);
     t.teardown(() => sql`drop policy numeric_n on realtime.messages`.execute(db));
-    const { fanout } = fanoutOf('local');
+    const { fanout, seen } = fanoutOf('local');
     const publishAt = publisherOf(fanout);
     const now = new Date();
     const results = await Promise.allSettled([
       publishAt(message('room:error', 1), now),
       publishAt(message('room:error', 2), now),
       publishAt(message('room:error', 'x'), now),
-      publishAt(message('room:error', 3), now),
+      publishAt(message('room:error', 3, { senderId: 'not-a-uuid' }), now),
+      publishAt(message('room:error', 4, { senderId: `urn:uuid:${user}` }), now),
     ]);
     t.same(
       results.map((r) => (r.status === 'fulfilled' ? r.value.ok : (r.reason as { code?: string }).code)),
-      [true, true, '22P02', true],
+      [true, true, '22P02', '22P02', true],
     );
+    t.equal(seen.asked, 4, 'two batches, nothing tried again alone');
     t.same(
       (await stored('room:error')).map((p) => p.n),
+      [1, 2, 4],
+    );
+    const sender = await db
+      .selectFrom('realtime.messages')
+      .select('sender_id')
+      .where('channel_name', '=', 'room:error')
+      .where(sql`payload->>'n'`, '=', '4')
+      .executeTakeFirstOrThrow();
+    t.equal(sender.sender_id, user, 'a sender id in its urn:uuid: form is stored plain');
+  });
+
+  t.test('any other error of one message fails it alone: the batch is tried again one by one', async (t) => {
+    await sql`create function public.refuse_boom(p jsonb) returns boolean language plpgsql as $$
+      begin
+        if p->>'n' = 'boom' then raise exception 'boom' using errcode = '0A000'; end if;
+        return true;
+      end $$`.execute(db);
+    await sql`create policy no_boom on realtime.messages as restrictive for insert to authenticated
+      with check (public.refuse_boom(payload))`.execute(db);
+    t.teardown(async () => {
+      await sql`drop policy no_boom on realtime.messages`.execute(db);
+      await sql`drop function public.refuse_boom`.execute(db);
+    });
+    const { fanout, seen } = fanoutOf('local');
+    const publishAt = publisherOf(fanout);
+    const now = new Date();
+    const results = await Promise.allSettled([1, 2, 'boom', 3].map((n) => publishAt(message('room:boom', n), now)));
+    t.same(
+      results.map((r) => (r.status === 'fulfilled' ? r.value.ok : (r.reason as { code?: string }).code)),
+      [true, true, '0A000', true],
+    );
+    t.equal(seen.asked, 2 * (1 + 1 + 3), 'the first alone, the failed batch of three, then each of them alone');
+    t.same(
+      (await stored('room:boom')).map((p) => p.n),
       [1, 2, 3],
+    );
+  });
+
+  t.test('a socket no longer subscribed when its batch starts: not stored', async (t) => {
+    const { fanout } = fanoutOf('local');
+    const slots = new PublishSlots(1, 2_000);
+    const publishAt = publisherOf(fanout, slots);
+    let free!: () => void;
+    const taken = slots.run(() => new Promise<void>((resolve) => (free = resolve)));
+    let subscribedNow = true;
+    const stillSubscribed = () => subscribedNow;
+    const now = new Date();
+    const outcomes = Promise.all([1, 2, 3].map((n) => publishAt(message('room:gone', n, { stillSubscribed }), now)));
+    // The first batch is under way (waiting for the place); the others wait behind it.
+    subscribedNow = false;
+    free();
+    await taken;
+    t.same(
+      (await outcomes).map((o) => (o.ok ? 'ok' : o.code)),
+      ['ok', 'NOT_SUBSCRIBED', 'NOT_SUBSCRIBED'],
+    );
+    t.same(
+      (await stored('room:gone')).map((p) => p.n),
+      [1],
     );
   });
 
@@ -190,7 +261,7 @@ t.test('the publisher on the database', async (t) => {
     );
   });
 
-  t.test('Redis did not take one: the whole batch is rolled back and refused', async (t) => {
+  t.test('Redis did not take one: that one alone is taken out again and refused', async (t) => {
     const { fanout } = fanoutOf('publish-under-lock', (d) => (d.body as { n?: unknown }).n === 3);
     const publishAt = publisherOf(fanout);
     const now = new Date();
@@ -199,15 +270,16 @@ t.test('the publisher on the database', async (t) => {
       publishAt(message('room:redis', 2), now),
       publishAt(message('room:redis', 3), now),
       publishAt(message('room:redis', 4, { senderId: randomUUID() }), now),
+      publishAt(message('room:redis', 5), now),
     ]);
     t.same(
       outcomes.map((o) => (o.ok ? 'ok' : o.code)),
-      ['ok', 'SERVICE_UNAVAILABLE', 'SERVICE_UNAVAILABLE', 'UNAUTHORIZED'],
+      ['ok', 'ok', 'SERVICE_UNAVAILABLE', 'UNAUTHORIZED', 'ok'],
     );
     t.same(
       (await stored('room:redis')).map((p) => p.n),
-      [1],
-      'nothing of the second batch is stored',
+      [1, 2, 5],
+      'what Redis took (and subscribers may have) stays',
     );
   });
 
@@ -228,47 +300,95 @@ t.test('the publisher on the database', async (t) => {
 });
 
 t.test(
-  'a connection: publishes on one channel are handed on together; a publish elsewhere waits for them',
+  'a connection',
   { skip: !usingPostgres && 'PostgreSQL only (a channel lock held by another connection)' },
   async (t) => {
     const { app, database } = await buildTestApp(t, { env: { REALTIME_PUBLISH_RATE: '1000000' } });
     await app.listen({ port: 0, host: '127.0.0.1' });
-    const { db } = database.handle;
+    const db = database.handle.db as Kysely<Database>;
     await db.insertInto('realtime.channels').values({ pattern: 'room:%' }).execute();
     const clients = new RealtimeClients(t, urlOf(app));
-    const token = accessTokenFor(app);
-    const socket = await clients.connect(token);
-    await subscribed(socket, 'room:a');
-    await subscribed(socket, 'room:b');
     const waits = await lockWaits(t, database.url);
-    // Another transaction holds room:a's lock: its publishes wait for it.
-    const held = heldTransaction(db as Kysely<Database>, (trx) =>
-      sql`select pg_advisory_xact_lock(hashtextextended('realtime:room:a', 0))`.execute(trx),
-    );
-    await held.held;
-    const answers: string[] = [];
-    const send = (channel: string, n: number) =>
-      publish(socket, { channel, event: 'seq', payload: { n } }, 20_000).then((ack: Ack) => {
-        answers.push(`${channel}#${n}:${ack.ok}`);
-        return ack;
-      });
-    const acks = [send('room:a', 1), send('room:a', 2), send('room:a', 3), send('room:b', 4)];
-    t.ok(await waits('%publish_as_callers%'), 'the first publish waits for the lock');
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    t.same(await commitOrder(db as Kysely<Database>, 'room:b'), [], 'the publish on room:b waits its turn');
-    await held.commit();
-    await Promise.all(acks);
-    t.same(answers, ['room:a#1:true', 'room:a#2:true', 'room:a#3:true', 'room:b#4:true'], 'answered in order');
-    const rows = await db
-      .selectFrom('realtime.messages')
-      .select(['channel_name', 'payload', 'seq'])
-      .where('sender_id', '=', String(decodeClaims(token).sub))
-      .orderBy('seq')
-      .execute();
-    t.same(
-      rows.map((r) => `${r.channel_name}#${(r.payload as { n: number }).n}`),
-      ['room:a#1', 'room:a#2', 'room:a#3', 'room:b#4'],
-      'stored in the order sent',
-    );
+    /** Another transaction holds `channel`'s lock (another instance's batch, say): its publishes wait. */
+    const holdChannel = async (channel: string) => {
+      const held = heldTransaction(db, (trx) =>
+        sql`select pg_advisory_xact_lock(hashtextextended(${`realtime:${channel}`}, 0))`.execute(trx),
+      );
+      await held.held;
+      return held;
+    };
+    const storedBy = async (token: string) =>
+      (
+        await db
+          .selectFrom('realtime.messages')
+          .select(['channel_name', 'payload'])
+          .where('sender_id', '=', String(decodeClaims(token).sub))
+          .orderBy('seq')
+          .execute()
+      ).map((r) => `${r.channel_name}#${(r.payload as { n: number }).n}`);
+
+    t.test('publishes on one channel are handed on together; a publish elsewhere waits for them', async (t) => {
+      const token = accessTokenFor(app);
+      const socket = await clients.connect(token);
+      await subscribed(socket, 'room:a');
+      await subscribed(socket, 'room:b');
+      const held = await holdChannel('room:a');
+      const answers: string[] = [];
+      const send = (channel: string, n: number) =>
+        publish(socket, { channel, event: 'seq', payload: { n } }, 20_000).then((ack: Ack) => {
+          answers.push(`${channel}#${n}:${ack.ok}`);
+          return ack;
+        });
+      const acks = [send('room:a', 1), send('room:a', 2), send('room:a', 3), send('room:b', 4)];
+      t.ok(await waits('%publish_as_callers%'), 'the first publish waits for the lock');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      t.same(await commitOrder(db, 'room:b'), [], 'the publish on room:b waits its turn');
+      await held.commit();
+      await Promise.all(acks);
+      t.same(answers, ['room:a#1:true', 'room:a#2:true', 'room:a#3:true', 'room:b#4:true'], 'answered in order');
+      t.same(await storedBy(token), ['room:a#1', 'room:a#2', 'room:a#3', 'room:b#4'], 'stored in the order sent');
+    });
+
+    t.test('a socket gone while its publishes wait: only the one under way is stored', async (t) => {
+      const token = accessTokenFor(app);
+      const socket = await clients.connect(token);
+      await subscribed(socket, 'room:gone');
+      const held = await holdChannel('room:gone');
+      for (let n = 1; n <= 5; n++)
+        socket.emit('realtime:publish', { channel: 'room:gone', event: 'seq', payload: { n } });
+      t.ok(await waits('%publish_as_callers%'), 'the first publish waits for the lock');
+      socket.disconnect();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await held.commit();
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      t.same(await storedBy(token), ['room:gone#1'], 'the other four are not stored');
+    });
+
+    t.test('a publish refused for its subscription is answered after the ones before it', async (t) => {
+      const token = accessTokenFor(app);
+      const socket = await clients.connect(token);
+      await subscribed(socket, 'room:ended');
+      const held = await holdChannel('room:ended');
+      const answers: string[] = [];
+      const send = (n: number) =>
+        publish(socket, { channel: 'room:ended', event: 'seq', payload: { n } }, 20_000).then((ack: Ack) =>
+          answers.push(`#${n}:${ack.ok ? 'ok' : ack.error?.code}`),
+        );
+      const early = [1, 2, 3].map(send);
+      t.ok(await waits('%publish_as_callers%'), 'the first publish waits for the lock');
+      // A policy change ends the subscription (the re-check) while they wait.
+      const ended = nextEvent(socket, 'realtime:error', 10_000);
+      await sql`create policy not_ended on realtime.channels as restrictive for select to authenticated
+        using (realtime.channel_name() is distinct from 'room:ended')`.execute(db);
+      t.teardown(() => sql`drop policy not_ended on realtime.channels`.execute(db));
+      t.match(await ended, { code: 'UNAUTHORIZED', channel: 'room:ended' }, 'the subscription ended');
+      const late = send(99);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      t.same(answers, [], 'the late one waits for the earlier answers');
+      await held.commit();
+      await Promise.all([...early, late]);
+      t.same(answers, ['#1:UNAUTHORIZED', '#2:NOT_SUBSCRIBED', '#3:NOT_SUBSCRIBED', '#99:NOT_SUBSCRIBED']);
+      t.same(await storedBy(token), [], 'nothing stored');
+    });
   },
 );

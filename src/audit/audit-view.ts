@@ -52,11 +52,6 @@ export function decodeCursor(cursor: string): bigint | undefined {
   return id < 2n ** 63n ? id : undefined;
 }
 
-/** An account id as the contract's `uuid` format admits it, without the `urn:uuid:` prefix PostgreSQL would refuse. */
-export function plainUuid(id: string): string {
-  return id.replace(/^urn:uuid:/i, '');
-}
-
 /** A comma-separated list of types (its pattern checked by the contract), each once. */
 export function parseTypeList(list: string): AuditEventType[] {
   return [...new Set(list.split(','))] as AuditEventType[];

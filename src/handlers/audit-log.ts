@@ -5,13 +5,13 @@ import {
   encodeCursor,
   parseInstant,
   parseTypeList,
-  plainUuid,
   toAuditEvent,
 } from '../audit/audit-view.ts';
 import { type AuditEventType, OWN_HISTORY_TYPES } from '../audit/event-types.ts';
 import type { AppContext } from '../context.ts';
 import { listAuditRows } from '../db/repositories/audit-log.ts';
 import { ApiError } from '../errors.ts';
+import { plainUuid } from '../uuid.ts';
 import type { HandlersFor } from './types.ts';
 
 type AuditOperations = 'listAuditEvents' | 'listOwnAuditEvents';

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Server } from 'socket.io';
 import type { Config } from '../config.ts';
-import { isRetryable } from '../db/errors.ts';
+import { databaseErrorAnswer, isRetryable } from '../db/errors.ts';
 import type { Database } from '../db/schema.ts';
 import { describeJsonProblem, findJsonProblem, prototypeKeyProblem } from '../json-values.ts';
 import { authorizeSubscribe } from './channel-access.ts';
@@ -151,7 +151,12 @@ export class RealtimeConnection {
     }
     let outcome: PublishOutcome;
     try {
-      outcome = await this.#context.publish({ userId: socket.data.userId, ...request });
+      const room = roomOf(request.channel);
+      outcome = await this.#context.publish({
+        userId: socket.data.userId,
+        ...request,
+        stillSubscribed: () => socket.rooms.has(room),
+      });
     } catch (err) {
       return this.#refuse(ack, ...this.#failure(err), request.channel, true);
     }
@@ -200,12 +205,17 @@ export class RealtimeConnection {
             this.#waiting -= 1;
           });
       this.#queue = this.#queue.then(async () => {
+        const channel = work.publishOn;
+        const subscribedTo = (name: string | undefined) => name !== undefined && this.#socket.rooms.has(roomOf(name));
         const ahead = this.#publishing;
-        if (ahead !== undefined && ahead.channel !== work.publishOn) await ahead.answered;
-        if (work.publishOn === undefined) return carryOut();
+        const behindSameChannel = ahead !== undefined && ahead.channel === channel && subscribedTo(channel);
+        if (ahead !== undefined && !behindSameChannel) await ahead.answered;
+        // Anything else, and a publish the socket is not subscribed for (refused at once), is
+        // carried out once what came before it is answered.
+        if (channel === undefined || !subscribedTo(channel)) return carryOut();
         // Handed on now (the publisher queues it synchronously), answered later: the next request may start.
-        const answered = ahead?.channel === work.publishOn ? Promise.all([ahead.answered, carryOut()]) : carryOut();
-        const entry = { channel: work.publishOn, answered: answered.then(() => {}) };
+        const answered = behindSameChannel ? Promise.all([ahead.answered, carryOut()]) : carryOut();
+        const entry = { channel, answered: answered.then(() => {}) };
         this.#publishing = entry;
         void entry.answered.then(() => {
           if (this.#publishing === entry) this.#publishing = undefined;
@@ -272,9 +282,15 @@ export class RealtimeConnection {
     if (ack === undefined || alsoAsEvent) emitRealtimeError(this.#socket, code, message, channel);
   }
 
-  /** What a request that threw is answered: SERVICE_UNAVAILABLE when trying again may work, else INTERNAL_ERROR (logged). */
+  /**
+   * What a request that threw is answered: SERVICE_UNAVAILABLE when trying again may work,
+   * INVALID_PAYLOAD for a value the database refuses, else INTERNAL_ERROR (logged).
+   */
   #failure(err: unknown): [RealtimeErrorCode, string] {
     if (isRetryable(err)) return ['SERVICE_UNAVAILABLE', 'The database is not answering; try again shortly'];
+    // A value the database cannot take (SQLSTATE class 22), which only the request can cause.
+    const answer = databaseErrorAnswer(err);
+    if (answer?.code === 'INVALID_INPUT') return ['INVALID_PAYLOAD', answer.message];
     this.#context.log.error({ err }, 'realtime: event failed');
     return ['INTERNAL_ERROR', 'Internal server error'];
   }

@@ -97,20 +97,28 @@ $$;
 -- The messages waiting on one channel, in one statement (its own transaction when sent alone): take
 -- the channel's lock once when asked, then for each message in turn act as its caller and insert it,
 -- which the publish policies check, and queue its notification (delivered only if the transaction
--- commits, in the order queued). A message the policies refuse is left out, and only it: its insert
--- and notification are undone together (a subtransaction), and false is returned in its place. Any
--- other error ends the statement. `seq` follows the order given, which is the order of delivery.
--- The arrays are parallel, one element per message (the payloads one JSON array); the caller keeps them at most 32 long (each
--- accepted message holds a subtransaction id until the commit, and PostgreSQL tracks 64 per
--- transaction cheaply). It returns to the role it was called with, and must stay SECURITY INVOKER.
+-- commits, in the order queued). Returns one word per message: 'stored'; 'refused' when row-level
+-- security refused it; or the SQLSTATE of an error of the message's own making (class 22, a value
+-- the database cannot take, such as a sender id that is no uuid; class 23, a constraint; P0001, an
+-- exception a policy raised). Such a message is left out, and only it: its insert and notification
+-- are undone together (a subtransaction). Any other error ends the statement. `seq` follows the
+-- order given, which is the order of delivery. The arrays are parallel, one element per message
+-- (the payloads one JSON array, sender ids and times as text, cast per message); the caller keeps
+-- them at most 32 long (each stored message holds a subtransaction id until the commit, and
+-- PostgreSQL tracks 64 per transaction cheaply). It leaves the role and settings as it found them,
+-- and must stay SECURITY INVOKER.
 create or replace function realtime.publish_as_callers(
   p_channel text, p_user_ids uuid[], p_ids uuid[], p_events text[], p_payloads jsonb,
-  p_sender_ids uuid[], p_created_at timestamptz[], p_lock boolean, p_notify_channel text, p_notifies text[]
-) returns boolean[] language plpgsql security invoker as $$
+  p_sender_ids text[], p_created_at text[], p_lock boolean, p_notify_channel text, p_notifies text[]
+) returns text[] language plpgsql security invoker as $$
 declare
   own_role text := current_setting('role');
+  own_user_id text := current_setting('request.user_id', true);
+  own_request_role text := current_setting('request.role', true);
+  own_channel text := current_setting('realtime.channel_name', true);
   total integer := coalesce(array_length(p_ids, 1), 0);
-  accepted boolean[] := '{}';
+  outcomes text[] := '{}';
+  state text;
 begin
   if coalesce(array_length(p_user_ids, 1), 0) <> total or coalesce(array_length(p_events, 1), 0) <> total
     or jsonb_array_length(p_payloads) <> total or coalesce(array_length(p_sender_ids, 1), 0) <> total
@@ -126,23 +134,32 @@ begin
     begin
       perform realtime.act_as_caller(p_user_ids[i], p_channel);
       insert into realtime.messages (id, channel_name, event, payload, sender_id, created_at)
-        values (p_ids[i], p_channel, p_events[i], p_payloads -> (i - 1), p_sender_ids[i], p_created_at[i]);
+        values (p_ids[i], p_channel, p_events[i], p_payloads -> (i - 1), p_sender_ids[i]::uuid,
+                p_created_at[i]::timestamptz);
       perform set_config('role', own_role, true);
       if p_notifies[i] is not null then
         perform pg_notify(p_notify_channel, p_notifies[i]);
       end if;
-      accepted := accepted || true;
-    exception when insufficient_privilege then
-      -- Only row-level security's refusal is an answer; a missing grant or role is a misconfiguration.
-      if sqlerrm not like '%row-level security%' then
-        raise;
+      outcomes := outcomes || 'stored'::text;
+    exception when insufficient_privilege or data_exception or integrity_constraint_violation
+      or raise_exception then
+      get stacked diagnostics state = returned_sqlstate;
+      if state = '42501' then
+        -- Only row-level security's refusal is an answer; a missing grant or role is a misconfiguration.
+        if sqlerrm not like '%row-level security%' then
+          raise;
+        end if;
+        state := 'refused';
       end if;
-      accepted := accepted || false;
+      outcomes := outcomes || state;
     end;
   end loop;
   perform set_config('role', own_role, true);
-  return accepted;
+  perform set_config('request.user_id', coalesce(own_user_id, ''), true);
+  perform set_config('request.role', coalesce(own_request_role, ''), true);
+  perform set_config('realtime.channel_name', coalesce(own_channel, ''), true);
+  return outcomes;
 end
 $$;
-revoke execute on function realtime.publish_as_callers(text, uuid[], uuid[], text[], jsonb, uuid[], timestamptz[], boolean, text, text[]) from public;
-grant execute on function realtime.publish_as_callers(text, uuid[], uuid[], text[], jsonb, uuid[], timestamptz[], boolean, text, text[]) to current_user;
+revoke execute on function realtime.publish_as_callers(text, uuid[], uuid[], text[], jsonb, text[], text[], boolean, text, text[]) from public;
+grant execute on function realtime.publish_as_callers(text, uuid[], uuid[], text[], jsonb, text[], text[], boolean, text, text[]) to current_user;
