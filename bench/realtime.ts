@@ -26,10 +26,12 @@
  * also given as a ratio to theirs: what the machine allows socket.io itself on that run.
  *
  * Everything runs on the one machine: the two instances, PostgreSQL (and Redis), the subscribers'
- * process(es) and this process (the publishers). One subscriber process by default: on the 2-core
- * reference machine it used 78% of a core to receive 54,000 deliveries/s from 1,000 sockets, while
- * two processes used 98% between them for 49,000 (the split adds overhead and takes CPU the
- * instances need); --processes N spreads the subscribers over N processes on a bigger machine.
+ * process(es) and this process (the publishers). Two subscriber processes by default (--processes N
+ * for another number): with one, the receivers got a third of the 2-core machine against the two
+ * instances' two thirds, and once the service delivered faster than that one process could read
+ * (a closed loop at 1,000 subscribers, 288,000 deliveries/s sent, about 200,000 read), they fell up
+ * to 15 s behind, until engine.io's heartbeat cut one off; with two, the receivers and the instances
+ * share the machine evenly and keep up (2026-11-29).
  * DATABASE_URL names the PostgreSQL server (default postgres://postgres@127.0.0.1:5432/postgres);
  * BENCH_NODE_OPTIONS is given to the instances and the bare servers only (`--cpu-prof --cpu-prof-dir=DIR`
  * profiles them).
@@ -70,7 +72,7 @@ import {
 
 const usage =
   'usage: npm run bench:realtime -- [--quick] [--adapter postgres|redis] [--duration S] [--warmup S]\n' +
-  '       [--subscribers 100,1000] [--rate 0,0] [--publishers 4] [--window 8] [--processes 1] [--accounts 100]\n' +
+  '       [--subscribers 100,1000] [--rate 0,0] [--publishers 4] [--window 8] [--processes 2] [--accounts 100]\n' +
   '       [--concurrency 20] [--recheck 0,1] [--no-ceiling]   (--rate: publishes/s offered per scenario, all publishers together; 0 = as fast as acks allow;\n' +
   '       --recheck: REALTIME_RECHECK_SECONDS values, each a round of every scenario; the server default when not given)';
 
@@ -84,7 +86,7 @@ const { values } = parseArgs({
     rate: { type: 'string' },
     publishers: { type: 'string', default: '4' },
     window: { type: 'string', default: '8' },
-    processes: { type: 'string', default: '1' },
+    processes: { type: 'string', default: '2' },
     accounts: { type: 'string', default: '100' },
     concurrency: { type: 'string', default: '20' },
     recheck: { type: 'string' },
