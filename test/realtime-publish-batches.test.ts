@@ -1,11 +1,12 @@
 // Publishes of one channel stored together (src/realtime/publisher.ts, channel-batches.ts): what
-// arrives while a channel's batch is being stored goes in the next one, in arrival order, each
-// message still checked as its own caller and refused alone, or failed alone for a value the
-// database refuses (an error of any other kind: the batch is tried again one by one); what waited
-// too long, or was sent by a socket no longer subscribed, is not stored; with Redis, what Redis did
-// not take is taken out again, the rest stays; with notifications, one that did not come back is
-// taken out again alone. And a connection hands on consecutive publishes on one channel at once,
-// while anything after them, a refused publish included, waits until they are answered.
+// arrives while a channel's batch is being stored goes in a next one, one caller's messages at a
+// time, in arrival order, each message still checked by the policies and refused or failed alone
+// (whatever a policy keeps in the transaction reaches no other caller); what waited too long, or was
+// sent by a socket no longer subscribed, is not stored; with Redis, what Redis did not take is taken
+// out again and the rest stays, and nothing is handed to Redis twice; with notifications, one that
+// did not come back is taken out again alone. And a connection hands on consecutive publishes on one
+// channel at once, while anything after them, a refused publish included, waits until they are
+// answered.
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
@@ -34,10 +35,14 @@ const idOf = (d: Delivery) => String((d.body.meta as { messageId: string }).mess
 t.test('ChannelBatches: alone when idle, then what waited, in order, at most max, per channel', async (t) => {
   const runs: Array<[string, number[]]> = [];
   const gates: Array<() => void> = [];
-  const batches = new ChannelBatches<number>(async (channel, batch) => {
-    runs.push([channel, [...batch]]);
-    await new Promise<void>((resolve) => gates.push(resolve));
-  }, 3);
+  const batches = new ChannelBatches<number>(
+    async (channel, batch) => {
+      runs.push([channel, [...batch]]);
+      await new Promise<void>((resolve) => gates.push(resolve));
+    },
+    3,
+    () => 'one group',
+  );
   batches.add('a', 1);
   for (const n of [2, 3, 4, 5]) batches.add('a', n);
   batches.add('b', 10);
@@ -58,6 +63,25 @@ t.test('ChannelBatches: alone when idle, then what waited, in order, at most max
   batches.add('a', 7);
   t.same(runs.at(-1), ['a', [7]], 'an idle channel starts at once');
   gates.shift()?.();
+});
+
+t.test('ChannelBatches: a batch holds one group, the longest waiting, in order', async (t) => {
+  const runs: string[][] = [];
+  const gates: Array<() => void> = [];
+  const batches = new ChannelBatches<string>(
+    async (_, batch) => {
+      runs.push([...batch]);
+      await new Promise<void>((resolve) => gates.push(resolve));
+    },
+    2,
+    (item) => item.slice(0, 1),
+  );
+  for (const item of ['a1', 'a2', 'b1', 'a3', 'b2', 'a4', 'b3']) batches.add('channel', item);
+  for (let i = 0; i < 5; i++) {
+    gates.shift()?.();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  t.same(runs, [['a1'], ['a2', 'a3'], ['b1', 'b2'], ['a4'], ['b3']]);
 });
 
 t.test('the publisher on the database', async (t) => {
@@ -187,34 +211,106 @@ t.test('the publisher on the database', async (t) => {
     t.equal(sender.sender_id, user, 'a sender id in its urn:uuid: form is stored plain');
   });
 
-  t.test('any other error of one message fails it alone: the batch is tried again one by one', async (t) => {
-    await sql`create function public.refuse_boom(p jsonb) returns boolean language plpgsql as $$
+  t.test('an error a policy raises fails its message alone, whatever its class', async (t) => {
+    await sql`create function public.refuse_some(p jsonb) returns boolean language plpgsql as $$
       begin
-        if p->>'n' = 'boom' then raise exception 'boom' using errcode = '0A000'; end if;
-        return true;
+        case p->>'n'
+          when 'feature' then raise exception 'no' using errcode = '0A000';
+          when 'cardinality' then raise exception 'no' using errcode = '21000';
+          when 'privilege' then raise exception 'members only' using errcode = '42501';
+          else return true;
+        end case;
       end $$`.execute(db);
-    await sql`create policy no_boom on realtime.messages as restrictive for insert to authenticated
-      with check (public.refuse_boom(payload))`.execute(db);
+    await sql`create policy not_some on realtime.messages as restrictive for insert to authenticated
+      with check (public.refuse_some(payload))`.execute(db);
     t.teardown(async () => {
-      await sql`drop policy no_boom on realtime.messages`.execute(db);
-      await sql`drop function public.refuse_boom`.execute(db);
+      await sql`drop policy not_some on realtime.messages`.execute(db);
+      await sql`drop function public.refuse_some`.execute(db);
     });
     const { fanout, seen } = fanoutOf('local');
     const publishAt = publisherOf(fanout);
     const now = new Date();
-    const results = await Promise.allSettled([1, 2, 'boom', 3].map((n) => publishAt(message('room:boom', n), now)));
+    const results = await Promise.allSettled(
+      [1, 2, 'feature', 'cardinality', 'privilege', 3].map((n) => publishAt(message('room:boom', n), now)),
+    );
     t.same(
       results.map((r) => (r.status === 'fulfilled' ? r.value.ok : (r.reason as { code?: string }).code)),
-      [true, true, '0A000', true],
+      [true, true, '0A000', '21000', '42501', true],
     );
-    t.equal(seen.asked, 2 * (1 + 1 + 3), 'the first alone, the failed batch of three, then each of them alone');
+    t.equal(seen.asked, 4, 'two statements, nothing tried again');
     t.same(
       (await stored('room:boom')).map((p) => p.n),
       [1, 2, 3],
     );
   });
 
-  t.test('a socket no longer subscribed when its batch starts: not stored', async (t) => {
+  t.test('one caller’s messages in one transaction: what a policy keeps there reaches no other caller', async (t) => {
+    // A policy that remembers its decision in a transaction-local setting.
+    const allowed = randomUUID();
+    await sql`create function public.may_post() returns boolean language plpgsql as $$
+      begin
+        if coalesce(current_setting('app.may_post', true), '') = '' then
+          perform set_config('app.may_post', (auth.uid() = ${sql.lit(allowed)}::uuid)::text, true);
+        end if;
+        return current_setting('app.may_post')::boolean;
+      end $$`.execute(db);
+    await sql`create policy cached on realtime.messages as restrictive for insert to authenticated
+      with check (public.may_post())`.execute(db);
+    t.teardown(async () => {
+      await sql`drop policy cached on realtime.messages`.execute(db);
+      await sql`drop function public.may_post`.execute(db);
+    });
+    const { fanout, seen } = fanoutOf('local');
+    const publishAt = publisherOf(fanout);
+    const now = new Date();
+    const outsider = randomUUID();
+    const results = await Promise.all([
+      publishAt(message('room:cache', 1, { userId: allowed, senderId: allowed }), now),
+      publishAt(message('room:cache', 2, { userId: allowed, senderId: allowed }), now),
+      publishAt(message('room:cache', 'outsider', { userId: outsider, senderId: outsider }), now),
+      publishAt(message('room:cache', 3, { userId: allowed, senderId: allowed }), now),
+    ]);
+    t.same(
+      results.map((o) => (o.ok ? 'ok' : o.code)),
+      ['ok', 'ok', 'UNAUTHORIZED', 'ok'],
+    );
+    t.equal(seen.asked, 6, 'three batches: the first alone, the allowed caller’s two, the outsider’s');
+    t.same(
+      (await stored('room:cache')).map((p) => p.n),
+      [1, 2, 3],
+    );
+  });
+
+  t.test('with Redis, a transaction that fails after Redis took its messages: none is sent again', async (t) => {
+    await sql`create function public.no_boom_at_commit() returns trigger language plpgsql as $$
+      begin
+        if new.payload->>'n' = 'boom' then raise exception 'boom' using errcode = '23514'; end if;
+        return null;
+      end $$`.execute(db);
+    await sql`create constraint trigger boom_at_commit after insert on realtime.messages
+      deferrable initially deferred for each row execute function public.no_boom_at_commit()`.execute(db);
+    t.teardown(async () => {
+      await sql`drop trigger boom_at_commit on realtime.messages`.execute(db);
+      await sql`drop function public.no_boom_at_commit`.execute(db);
+    });
+    const { fanout, seen } = fanoutOf('publish-under-lock');
+    const publishAt = publisherOf(fanout);
+    const now = new Date();
+    const results = await Promise.allSettled([1, 2, 'boom', 3].map((n) => publishAt(message('room:commit', n), now)));
+    t.same(
+      results.map((r) => (r.status === 'fulfilled' ? r.value.ok : (r.reason as { code?: string }).code)),
+      [true, '23514', '23514', '23514'],
+      'the failed transaction’s messages are all refused',
+    );
+    t.equal(new Set(seen.delivered).size, seen.delivered.length, 'no message handed to Redis twice');
+    t.equal(seen.delivered.length, 4);
+    t.same(
+      (await stored('room:commit')).map((p) => p.n),
+      [1],
+    );
+  });
+
+  t.test('a socket no longer subscribed once its batch holds a connection: not stored', async (t) => {
     const { fanout } = fanoutOf('local');
     const slots = new PublishSlots(1, 2_000);
     const publishAt = publisherOf(fanout, slots);
@@ -224,18 +320,15 @@ t.test('the publisher on the database', async (t) => {
     const stillSubscribed = () => subscribedNow;
     const now = new Date();
     const outcomes = Promise.all([1, 2, 3].map((n) => publishAt(message('room:gone', n, { stillSubscribed }), now)));
-    // The first batch is under way (waiting for the place); the others wait behind it.
+    // The first batch waits for the place, the others behind it; the subscription ends meanwhile.
     subscribedNow = false;
     free();
     await taken;
     t.same(
       (await outcomes).map((o) => (o.ok ? 'ok' : o.code)),
-      ['ok', 'NOT_SUBSCRIBED', 'NOT_SUBSCRIBED'],
+      ['NOT_SUBSCRIBED', 'NOT_SUBSCRIBED', 'NOT_SUBSCRIBED'],
     );
-    t.same(
-      (await stored('room:gone')).map((p) => p.n),
-      [1],
-    );
+    t.same(await stored('room:gone'), []);
   });
 
   t.test('what waited too long behind its channel is refused, not stored late', async (t) => {

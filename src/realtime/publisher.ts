@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
-import { isRetryable } from '../db/errors.ts';
 import type { Database } from '../db/schema.ts';
 import { plainUuid } from '../uuid.ts';
 import { ChannelBatches } from './channel-batches.ts';
@@ -103,11 +102,12 @@ export interface PublisherOptions {
  * lock on its name, which makes `seq` (history's order) the commit order, and (see Fanout) the order
  * every subscriber sees.
  *
- * The messages of a channel that arrive while one of its batches is being stored wait and are stored
- * together next, in the order they arrived, in one transaction (at most MAX_PUBLISH_BATCH): one lock,
- * one round trip and one commit for all of them, each still checked as its own caller, and refused
- * alone when the policies refuse it or the database cannot take one of its values. A message alone
- * on an idle channel is stored at once.
+ * The messages of a channel that arrive while one of its batches is being stored wait, and those of
+ * one caller are stored together next, in the order they arrived, in one transaction (at most
+ * MAX_PUBLISH_BATCH): one lock, one round trip and one commit for all of them, each still checked by
+ * the policies, and refused or failed alone when the policies refuse it or its insert meets an
+ * error. A message alone on an idle channel is stored at once. A socket's message is not stored when
+ * the socket is no longer subscribed to the channel once its batch holds a database connection.
  *
  * A message the fan-out cannot carry to every instance is refused (SERVICE_UNAVAILABLE) and not
  * stored: checked before a batch takes a database connection; with Redis, the messages Redis did not
@@ -118,18 +118,19 @@ export function createPublisher(
   options: PublisherOptions,
 ): (input: PublishInput, now: Date) => Promise<PublishOutcome> {
   const { maxPayloadBytes } = options;
-  const batches = new ChannelBatches<Pending>((_, batch) => {
-    // What waited too long behind a busy channel is refused rather than stored late, and what a
-    // socket no longer subscribed to the channel sent is not stored at all.
-    const waitedFrom = performance.now() - options.maxWaitMs;
-    const ready: Pending[] = [];
-    for (const pending of batch) {
-      if (pending.since < waitedFrom) pending.settle(tooManyWaiting);
-      else if (pending.input.stillSubscribed?.() === false) pending.settle(notSubscribed);
-      else ready.push(pending);
-    }
-    return ready.length === 0 ? Promise.resolve() : settleBatch(options, ready);
-  }, MAX_PUBLISH_BATCH);
+  const batches = new ChannelBatches<Pending>(
+    (_, batch) => {
+      // What waited too long behind a busy channel is refused rather than stored late.
+      const waitedFrom = performance.now() - options.maxWaitMs;
+      for (const pending of batch) if (pending.since < waitedFrom) pending.settle(tooManyWaiting);
+      const fresh = batch.filter((pending) => pending.since >= waitedFrom);
+      return fresh.length === 0 ? Promise.resolve() : settleBatch(options, fresh);
+    },
+    MAX_PUBLISH_BATCH,
+    // One caller's messages only in one transaction: whatever a policy leaves in the transaction
+    // (a setting, a temporary table) can never reach another caller's check.
+    (pending) => pending.input.userId ?? '',
+  );
   return (input, now) => {
     const payloadJson = JSON.stringify(input.payload);
     if (Buffer.byteLength(payloadJson) > maxPayloadBytes) {
@@ -151,19 +152,15 @@ export function createPublisher(
 }
 
 /**
- * Stores and delivers a batch and gives each message its outcome. An error that another try could
- * get past (the database away, a lock not had in time) fails them all; any other error of the whole
- * statement may still be one message's doing, so each is then tried alone and only that one fails.
+ * Stores and delivers a batch and gives each message its outcome. An error of one message's making
+ * fails that message alone (realtime.publish_as_callers answers it); an error of the whole statement
+ * or transaction fails them all, and none is tried again (with Redis, subscribers may have them).
  */
 async function settleBatch(options: PublisherOptions, batch: Pending[]): Promise<void> {
   let outcomes: Array<PublishOutcome | MessageNotStored>;
   try {
     outcomes = await publishBatch(options, batch);
   } catch (err) {
-    if (batch.length > 1 && !isRetryable(err)) {
-      for (const pending of batch) await settleBatch(options, [pending]);
-      return;
-    }
     for (const pending of batch) pending.fail(err);
     return;
   }
@@ -179,9 +176,58 @@ async function publishBatch(
   batch: Pending[],
 ): Promise<Array<PublishOutcome | MessageNotStored>> {
   const { db, fanout, slots } = options;
-  const channel = (batch[0] as Pending).input.channel;
   const all = (outcome: PublishOutcome) => batch.map(() => outcome);
-  /** realtime.publish_as_callers (src/db/sql/realtime.sql): one statement, one round trip. */
+  const before = fanout.unavailable();
+  if (before !== undefined) return all(notDeliverable(before));
+  const ran = await slots.run(async () => {
+    // It may have gone while this batch waited for a place, and so may a socket's subscription.
+    const why = fanout.unavailable();
+    if (why !== undefined) return why;
+    const sending = batch.filter((p) => p.input.stillSubscribed?.() !== false);
+    return { sending, ...(sending.length === 0 ? { outcomes: [], delivered: [] } : await store(options, sending)) };
+  });
+  if (ran === undefined) return all(tooManyWaiting);
+  if (typeof ran.value === 'string') return all(notDeliverable(ran.value));
+  const { sending, outcomes } = ran.value;
+  // After the commit, without a connection: emitted in order (`local`), or heard back (`notify`).
+  const delivered =
+    ran.value.delivered ??
+    (await Promise.all(sending.map((p, i) => (outcomes[i] === 'stored' ? fanout.deliver(p.delivery) : false))));
+  if (ran.value.delivered === undefined) {
+    const lost = sending.filter((_, i) => outcomes[i] === 'stored' && !delivered[i]).map((p) => p.meta.messageId);
+    if (lost.length > 0) {
+      // Not known to have reached anyone: taken out of history again (best effort) and refused.
+      await db
+        .deleteFrom('realtime.messages')
+        .where('id', 'in', lost)
+        .execute()
+        .catch(() => {});
+    }
+  }
+  const why =
+    fanout.ordering === 'publish-under-lock' ? 'Redis did not take the message' : 'the notification did not come back';
+  const answers = new Map<Pending, PublishOutcome | MessageNotStored>();
+  for (const [i, p] of sending.entries()) {
+    const outcome = outcomes[i] as StoreOutcome;
+    if (outcome === 'refused') answers.set(p, refusedByPolicy);
+    else if (outcome !== 'stored') answers.set(p, new MessageNotStored(outcome));
+    else if (!delivered[i]) answers.set(p, notDeliverable(why));
+    else answers.set(p, { ok: true, meta: p.meta });
+  }
+  return batch.map((p) => answers.get(p) ?? notSubscribed);
+}
+
+/**
+ * Stores the messages in one statement (realtime.publish_as_callers, src/db/sql/realtime.sql): its
+ * own transaction; with Redis, a transaction that commits once Redis has answered for each message
+ * (`delivered`: which it took). Called holding a place in the slots.
+ */
+async function store(
+  options: PublisherOptions,
+  batch: Pending[],
+): Promise<{ outcomes: StoreOutcome[]; delivered: boolean[] | undefined }> {
+  const { db, fanout } = options;
+  const channel = (batch[0] as Pending).input.channel;
   const publishStatement = () => {
     const notifications = batch.map((p) => fanout.notification(p.delivery));
     const notifyChannel = notifications.find((n) => n !== undefined)?.channel ?? null;
@@ -196,59 +242,25 @@ async function publishBatch(
   };
   const stored = (rows: Array<{ outcomes: StoreOutcome[] }>) => {
     const outcomes = rows[0]?.outcomes ?? [];
-    if (outcomes.length !== batch.length)
+    if (outcomes.length !== batch.length) {
       throw new Error('realtime.publish_as_callers answered for another number of messages');
+    }
     return outcomes;
   };
-  const before = fanout.unavailable();
-  if (before !== undefined) return all(notDeliverable(before));
-  const ran = await slots.run(async () => {
-    // It may have gone while this batch waited for a place.
-    const why = fanout.unavailable();
-    if (why !== undefined) return why;
-    if (fanout.ordering === 'publish-under-lock') {
-      // The channel's lock is the transaction's: held until Redis has answered for every message.
-      return db.transaction().execute(async (trx) => {
-        const outcomes = stored((await publishStatement().execute(trx)).rows);
-        // One connection carries them to Redis in this order, which is the order of delivery.
-        const taken = await Promise.all(
-          batch.map((p, i) => (outcomes[i] === 'stored' ? fanout.deliver(p.delivery) : false)),
-        );
-        const notTaken = batch.filter((_, i) => outcomes[i] === 'stored' && !taken[i]).map((p) => p.meta.messageId);
-        // Those Redis did not take are taken out again; those it took (subscribers may have them) stay.
-        if (notTaken.length > 0) await trx.deleteFrom('realtime.messages').where('id', 'in', notTaken).execute();
-        return { outcomes, delivered: taken };
-      });
-    }
+  if (fanout.ordering !== 'publish-under-lock') {
     // Alone, the statement is its own transaction: the lock is held until its commit.
-    const outcomes = stored((await publishStatement().execute(db)).rows);
-    return { outcomes, delivered: undefined };
-  });
-  if (ran === undefined) return all(tooManyWaiting);
-  if (typeof ran.value === 'string') return all(notDeliverable(ran.value));
-  const { outcomes } = ran.value;
-  // After the commit, without a connection: emitted in order (`local`), or heard back (`notify`).
-  const delivered =
-    ran.value.delivered ??
-    (await Promise.all(batch.map((p, i) => (outcomes[i] === 'stored' ? fanout.deliver(p.delivery) : false))));
-  if (ran.value.delivered === undefined) {
-    const lost = batch.filter((_, i) => outcomes[i] === 'stored' && !delivered[i]).map((p) => p.meta.messageId);
-    if (lost.length > 0) {
-      // Not known to have reached anyone: taken out of history again (best effort) and refused.
-      await db
-        .deleteFrom('realtime.messages')
-        .where('id', 'in', lost)
-        .execute()
-        .catch(() => {});
-    }
+    return { outcomes: stored((await publishStatement().execute(db)).rows), delivered: undefined };
   }
-  const why =
-    fanout.ordering === 'publish-under-lock' ? 'Redis did not take the message' : 'the notification did not come back';
-  return batch.map((p, i) => {
-    const outcome = outcomes[i] as StoreOutcome;
-    if (outcome === 'refused') return refusedByPolicy;
-    if (outcome !== 'stored') return new MessageNotStored(outcome);
-    if (!delivered[i]) return notDeliverable(why);
-    return { ok: true, meta: p.meta };
+  // The channel's lock is the transaction's: held until Redis has answered for every message.
+  return db.transaction().execute(async (trx) => {
+    const outcomes = stored((await publishStatement().execute(trx)).rows);
+    // One connection carries them to Redis in this order, which is the order of delivery.
+    const taken = await Promise.all(
+      batch.map((p, i) => (outcomes[i] === 'stored' ? fanout.deliver(p.delivery) : false)),
+    );
+    const notTaken = batch.filter((_, i) => outcomes[i] === 'stored' && !taken[i]).map((p) => p.meta.messageId);
+    // Those Redis did not take are taken out again; those it took (subscribers may have them) stay.
+    if (notTaken.length > 0) await trx.deleteFrom('realtime.messages').where('id', 'in', notTaken).execute();
+    return { outcomes, delivered: taken };
   });
 }

@@ -98,11 +98,13 @@ $$;
 -- the channel's lock once when asked, then for each message in turn act as its caller and insert it,
 -- which the publish policies check, and queue its notification (delivered only if the transaction
 -- commits, in the order queued). Returns one word per message: 'stored'; 'refused' when row-level
--- security refused it; or the SQLSTATE of an error of the message's own making (class 22, a value
--- the database cannot take, such as a sender id that is no uuid; class 23, a constraint; P0001, an
--- exception a policy raised). Such a message is left out, and only it: its insert and notification
--- are undone together (a subtransaction). Any other error ends the statement. `seq` follows the
--- order given, which is the order of delivery. The arrays are parallel, one element per message
+-- security refused it; or the SQLSTATE of an error its insert met (a value the database cannot take,
+-- such as a sender id that is no uuid; an error a policy raised). Such a message is left out, and
+-- only it: its insert and notification are undone together (a subtransaction). Errors that are not
+-- one message's doing (a conflict, a lock timeout, the server) end the statement. The callers are
+-- those of one user (the publisher batches per caller): whatever a policy leaves in the transaction
+-- reaches that user's next message only. `seq` follows the order given, which is the order of
+-- delivery. The arrays are parallel, one element per message
 -- (the payloads one JSON array, sender ids and times as text, cast per message); the caller keeps
 -- them at most 32 long (each stored message holds a subtransaction id until the commit, and
 -- PostgreSQL tracks 64 per transaction cheaply). It leaves the role and settings as it found them,
@@ -141,14 +143,16 @@ begin
         perform pg_notify(p_notify_channel, p_notifies[i]);
       end if;
       outcomes := outcomes || 'stored'::text;
-    exception when insufficient_privilege or data_exception or integrity_constraint_violation
-      or raise_exception then
+    exception when others then
       get stacked diagnostics state = returned_sqlstate;
-      if state = '42501' then
-        -- Only row-level security's refusal is an answer; a missing grant or role is a misconfiguration.
-        if sqlerrm not like '%row-level security%' then
-          raise;
-        end if;
+      -- What is not the message's doing ends the statement: a conflict to retry (class 40), a lock
+      -- not had in time (55P03), resources (53), the server (57, 58, XX), the transaction (25).
+      if left(state, 2) in ('40', '53', '57', '58', 'XX', '25') or state = '55P03' then
+        raise;
+      end if;
+      -- Row-level security's refusal is the policies' answer; anything else (a policy's own error,
+      -- a value the database cannot take) fails this message alone, with its SQLSTATE.
+      if state = '42501' and sqlerrm like '%row-level security%' then
         state := 'refused';
       end if;
       outcomes := outcomes || state;
