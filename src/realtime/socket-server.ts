@@ -65,9 +65,10 @@ export interface RealtimeServerOptions {
 const MAX_FRAME_BYTES = 1_048_576;
 const SOCKET_PATH = '/socket.io/';
 /**
- * Publishes (socket and HTTP) holding a database connection at once on one instance: half of the
- * service's pool of 10 on PostgreSQL, so that requests keep the other half whatever publishes wait
- * for; one on PGlite, whose one session requests then wait behind at most one publish.
+ * Batches of publishes (socket and HTTP; one batch per channel at a time) holding a database
+ * connection at once on one instance: half of the service's pool of 10 on PostgreSQL, so that
+ * requests keep the other half whatever publishes wait for; one on PGlite, whose one session
+ * requests then wait behind at most one batch.
  */
 const PUBLISH_SLOTS = { postgres: 5, pglite: 1 } as const;
 /**
